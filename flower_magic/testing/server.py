@@ -187,6 +187,11 @@ class FakeAnthropic:
         with self._lock:
             self._script.extend(replies)
 
+    def clear(self) -> None:
+        """Forget every reply not yet used (the request log is kept)."""
+        with self._lock:
+            self._script.clear()
+
     def pending(self) -> list[Reply]:
         with self._lock:
             return list(self._script)

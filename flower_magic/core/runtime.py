@@ -1,0 +1,537 @@
+"""The runtime: one step = one or more attempts, each one SDK session turn, never losing the session.
+
+Guarantees:
+    - The session id is handed to ``on_session`` the moment the first message carrying it arrives
+      (the CLI's ``init`` message, before the first API request), so lineage can persist it at once.
+    - ``run()`` never raises for SDK or API failures: they end the attempt and land in
+      ``StepResult.error`` / ``errors``. Cancellation and KeyboardInterrupt still propagate, after the
+      step's row is written.
+    - A manifest row is written at the end of every ``run()`` and by ``rescue()``.
+    - Retries, interrupts and hand-offs continue the SAME conversation (resume) whenever a session id
+      exists; only a hand-off starts a new session, on purpose, and records the old one in ``retired``.
+    - Error texts never go into the prompt the model sees; resumes use neutral prompts.
+Not guaranteed:
+    - In-flight subagent work survives an interrupt or an outage (it is replayed by the agent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from flower_magic.core import manifest
+from flower_magic.core.agent import AgentSpec, build_options
+from flower_magic.core.errors import CredentialsError, ensure_dir, has_credentials
+from flower_magic.core.events import Event, Sink, normalize, session_id_of
+from flower_magic.core.handoff import CompactPolicy, HandoffPolicy
+from flower_magic.core.project import config_dir, local_transcript, project_key
+from flower_magic.core.resilience import Resilience, classify, cli_retry_env
+
+INTERRUPTED = "interrupted-by-human"
+HANDOFF_DUE = "context-full-handoff"
+KILLED = "killed-by-signal"
+CANCELLED = "cancelled"
+
+# What the model is told after a human interrupt. Without it, models read the tool calls that were
+# cut off as environment faults and start debugging them or adding defensive rules for themselves.
+INTERRUPT_NOTE = (
+    "【关于这次打断】打断发生在消息之间,所以当时还没跑完的工具调用(包括提问、收件箱、subagent 正在执行的命令)"
+    "会显示为 interrupted 或被拒绝。这是打断本身的副作用,不是环境故障,也不是谁否决了那个操作。"
+    "不要为此排查,不要因此换策略,也不要给自己加防御性的规矩;需要那个结果就直接重试。"
+    "已经做完的工作和上下文都还在,接着做就行。"
+)
+INTERRUPT_WITH_WORDS = "人在这里打断了你,说:\n\n{said}\n\n照这句话调整,然后接着做。"
+INTERRUPT_SILENT = "人打断了一下,现在继续。"
+INTERRUPT_DRAIN_S = 15.0  # how long to let the CLI close the interrupted turn cleanly before cutting it
+DISCONNECT_TIMEOUT_S = 10.0  # a CLI that will not exit must not hang the step
+
+
+@dataclass
+class StepResult:
+    """How one step ended. Written to the manifest as one row.
+
+    Attributes:
+        step: step name as run (``干活``, ``干活#round2``, ``干活·判定#1`` ...).
+        session_id: the live session (after a hand-off, the successor).
+        ok: the step's last attempt ended without error.
+        cost_usd, num_turns: summed over every attempt and hand-off.
+        text: the main thread's final text.
+        error: why it failed (or ``interrupted-by-human``, ``killed-by-signal`` ...).
+        attempts: attempts used, counting only failures that were retried.
+        errors: every error seen, in order (never shown to the model).
+        resumed: some attempt continued an existing session.
+        retired: sessions that handed off to a successor, in order.
+        context: the main thread's last context size (tokens).
+    """
+
+    step: str
+    session_id: str | None = None
+    ok: bool = False
+    cost_usd: float = 0.0
+    num_turns: int = 0
+    text: str = ""
+    error: str | None = None
+    started_at: float = 0.0
+    ended_at: float = 0.0
+    attempts: int = 1
+    errors: list[str] = field(default_factory=list)
+    resumed: bool = False
+    retired: list[str] = field(default_factory=list)
+    context: int = 0
+
+    @property
+    def duration_s(self) -> float:
+        return round(max(0.0, self.ended_at - self.started_at), 2)
+
+
+def _policy(value: Any, cls: type[Any]) -> Any:
+    if isinstance(value, cls):
+        return value
+    return cls(enabled=bool(value))
+
+
+@dataclass
+class _Attempt:
+    """What one attempt asks the CLI to do."""
+
+    prompt: str
+    resume: str | None = None
+    fork: bool = False
+    resume_at: str | None = None
+    session_id: str | None = None  # start a new session under this id (lineage kept it)
+
+
+class Runtime:
+    """Runs agent steps in one workspace, with every transcript in ``<run_dir>/sessions.db``.
+
+    Args:
+        workspace: the agent's working directory (created if missing).
+        run_dir: where sessions.db, manifest.json and lineage.json live; relative paths are
+            resolved against the current directory, as the ``flower`` command does.
+        portable: ignore the user's ``~/.claude`` settings.
+        trim: spill large old tool results out of resumed context (off here; on in ``flower``).
+        ephemeral: mark stale results of old read-only shell commands on resume.
+        keep_denials: how many denied tool calls stay in resumed context.
+        resilience: outage policy (``True`` = defaults, ``False`` = one attempt only).
+        handoff: context-full policy (``True`` = defaults, ``False`` = the CLI's auto-compaction).
+        env: extra environment for the CLI.
+
+    Raises:
+        CredentialsError: no API key, token or Claude login is configured.
+        PathError: the workspace or run dir cannot be created.
+    """
+
+    INTERRUPTED = INTERRUPTED
+    HANDOFF_DUE = HANDOFF_DUE
+    INTERRUPT_NOTE = INTERRUPT_NOTE
+
+    def __init__(
+        self,
+        *,
+        workspace: str | Path,
+        run_dir: str | Path = "runs",
+        portable: bool = True,
+        trim: Any = False,
+        ephemeral: Any = True,
+        keep_denials: int = 1,
+        resilience: Resilience | bool = True,
+        handoff: HandoffPolicy | bool = True,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        if not has_credentials({**os.environ, **(env or {})}):
+            raise CredentialsError()
+        self.workspace = ensure_dir("workspace", Path(workspace).expanduser().resolve())
+        self.run_dir = ensure_dir("run dir", Path(run_dir).expanduser().resolve())
+        self.portable = portable
+        self.resilience: Resilience = _policy(resilience, Resilience)
+        self.handoff: HandoffPolicy = _policy(handoff, HandoffPolicy)
+        self.env: dict[str, str] = {"CLAUDE_CONFIG_DIR": str(config_dir()), **cli_retry_env(os.environ)}
+        self.env.update(env or {})
+        self.store = _make_store(self.run_dir / "sessions.db", self.workspace, trim, ephemeral, keep_denials)
+        self.results: list[StepResult] = []
+        self.run_id = manifest.new_run_id()
+        self.on_session: Callable[[str], None] | None = None
+        self._current: StepResult | None = None
+        self._interrupt: str | None = None
+        self._interrupt_lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: Any = None
+        self._cli_interrupt_sent = False
+        self._interrupt_task: asyncio.Future[None] | None = None
+        self._watermark = 0
+        self._warned = False
+        self._writing_handoff = False
+        self._model_checked = False
+        self._closed = False
+
+    # -- facts -----------------------------------------------------------------------------------
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.run_dir / manifest.MANIFEST
+
+    @property
+    def project_key(self) -> str:
+        return project_key(self.workspace)
+
+    def has_session(self, session_id: str) -> bool:
+        """The store holds a transcript for ``session_id`` in this workspace."""
+        try:
+            return bool(self.store.has_session(self.project_key, session_id))
+        except Exception:
+            return False
+
+    def context_of(self, session_id: str) -> int:
+        """The last context size (tokens) recorded for a session, or 0."""
+        try:
+            return int(self.store.last_context(self.project_key, session_id))
+        except Exception:
+            return 0
+
+    def total_cost(self) -> float:
+        return round(sum(r.cost_usd for r in self.results), 4)
+
+    # -- control ---------------------------------------------------------------------------------
+
+    def interrupt(self, message: str = "") -> None:
+        """Stop the running attempt at the next message boundary and resume with ``message``.
+
+        Safe from any thread. The CLI is also asked to end its turn at once, so a long tool call does
+        not have to finish first.
+        """
+        with self._interrupt_lock:
+            self._interrupt = message or ""
+        loop, client = self._loop, self._client
+        if loop is not None and client is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._send_cli_interrupt)
+
+    def _send_cli_interrupt(self) -> None:
+        client = self._client
+        if client is None or self._cli_interrupt_sent:
+            return
+        self._cli_interrupt_sent = True
+
+        async def send() -> None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(client.interrupt(), timeout=5)
+
+        self._interrupt_task = asyncio.ensure_future(send())
+
+    def _take_interrupt(self) -> str | None:
+        with self._interrupt_lock:
+            words, self._interrupt = self._interrupt, None
+            return words
+
+    @property
+    def interrupt_pending(self) -> bool:
+        return self._interrupt is not None
+
+    def rescue(self) -> None:
+        """Record the in-flight step (``killed-by-signal``) before the process goes. Never raises."""
+        try:
+            cur = self._current
+            if cur is not None and cur not in self.results:
+                cur.ended_at = time.time()
+                cur.error = cur.error or KILLED
+                self.results.append(cur)
+            self._persist()
+        except Exception:
+            pass
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(Exception):
+            self.store.close()
+
+    # -- one step --------------------------------------------------------------------------------
+
+    async def run(
+        self,
+        spec: AgentSpec,
+        prompt: str,
+        *,
+        step_name: str | None = None,
+        resume: str | None = None,
+        fork: bool = False,
+        resume_at: str | None = None,
+        session_id: str | None = None,
+        on_event: Sink | None = None,
+    ) -> StepResult:
+        """Run one step to its end: retrying outages, resuming after interrupts, handing off when full.
+
+        Args:
+            spec: the agent.
+            prompt: the message for this step.
+            step_name: the name in the manifest (default: the spec's name).
+            resume: continue this session instead of starting one.
+            fork: with ``resume``, continue under a new id.
+            resume_at: with ``resume``, cut the history after this entry uuid.
+            session_id: start the new session under this id (kept from lineage).
+            on_event: a sink for live events.
+        """
+        result = StepResult(step=step_name or spec.name, started_at=time.time())
+        self._current = result
+        self._loop = asyncio.get_running_loop()
+        self._watermark, self._warned = 0, False
+        plan = _Attempt(prompt, resume=resume, fork=fork, resume_at=resume_at, session_id=session_id)
+        degraded_in_row = 0
+        attempt = 0
+        try:
+            while True:
+                attempt += 1
+                result.attempts = attempt
+                fresh = len(result.errors)
+                await self._attempt(spec, plan, result, on_event)
+                if result.ok:
+                    break
+                if result.error == INTERRUPTED:
+                    words = self._take_interrupt()
+                    if not result.session_id:
+                        break
+                    self._emit(on_event, Event("retry", "已打断,带着你的话续跑" if words else "已打断,继续跑",
+                                               payload={"step": result.step, "attempt": attempt,
+                                                        "interrupt": True}))
+                    head = INTERRUPT_WITH_WORDS.format(said=words) if words else INTERRUPT_SILENT
+                    plan = self._continue(result, f"{head}\n\n{INTERRUPT_NOTE}")
+                    attempt -= 1
+                    continue
+                if self._should_hand_off(result, fresh):
+                    from flower_magic.core.succession import hand_off
+
+                    verdict = await hand_off(self, spec, plan.prompt, result, fresh, degraded_in_row, on_event)
+                    if verdict is None:
+                        break
+                    plan, degraded_in_row = _Attempt(verdict[0]), verdict[1]
+                    attempt -= 1
+                    continue
+                if not await self._retry_wait(result, attempt, on_event):
+                    break
+                plan = (self._continue(result, self.resilience.resume_prompt) if result.session_id
+                        else replace(plan, resume=None, fork=False, resume_at=None))
+        except BaseException as exc:
+            result.ok = False
+            result.error = result.error or (CANCELLED if isinstance(exc, asyncio.CancelledError) else
+                                            f"{type(exc).__name__}: {exc}" if isinstance(exc, Exception)
+                                            else INTERRUPTED)
+            raise
+        finally:
+            result.ended_at = time.time()
+            self._current = None
+            self._loop = None
+            self.results.append(result)
+            self._persist()
+        return result
+
+    def _continue(self, result: StepResult, prompt: str) -> _Attempt:
+        """The next attempt on the same session: resume it, or restart it under its id if no
+        transcript reached the store (a kill or outage before the first mirror flush)."""
+        sid = result.session_id
+        assert sid is not None
+        result.resumed = True
+        if self.has_session(sid):
+            return _Attempt(prompt, resume=sid)
+        return _Attempt(prompt, session_id=sid)
+
+    async def _retry_wait(self, result: StepResult, attempt: int, on_event: Sink | None) -> bool:
+        """Decide whether a failed attempt is retried; wait for the network and back off if so."""
+        policy = self.resilience
+        if not policy.enabled or attempt >= policy.max_attempts:
+            return False
+        kind = classify(result.error or "")
+        if not policy.should_retry(kind):
+            return False
+
+        def note(text: str) -> None:
+            self._emit(on_event, Event("retry", text, payload={"step": result.step, "attempt": attempt}))
+
+        note(f"第 {attempt} 次失败({kind}),准备重试")
+        if not await policy.wait_online(note):
+            from flower_magic.core.resilience import human_wait
+
+            result.error = f"{result.error} | 网络在 {human_wait(policy.max_offline_wait)} 内未恢复"
+            return False
+        await asyncio.sleep(policy.delay_for(attempt))
+        return True
+
+    def _should_hand_off(self, result: StepResult, fresh: int) -> bool:
+        if not self.handoff.enabled or not result.session_id:
+            return False
+        if result.error == HANDOFF_DUE:
+            return True
+        from flower_magic.core.handoff import is_overflow
+
+        return is_overflow(result.error or "", *result.errors[fresh:])
+
+    def _handoff_due(self, result: StepResult) -> bool:
+        return (self.handoff.enabled and not self._writing_handoff and result.session_id is not None
+                and self._watermark >= self.handoff.at)
+
+    # -- one attempt -----------------------------------------------------------------------------
+
+    def _options(self, spec: AgentSpec, plan: _Attempt) -> Any:
+        if self.handoff.enabled and spec.compact is None:
+            # Hand-off replaces compaction: a summary the person cannot read or edit loses what the
+            # written hand-off keeps.
+            spec = replace(spec, compact=CompactPolicy(mode="no_summary"))
+        return build_options(
+            spec,
+            cwd=self.workspace,
+            session_store=self.store,
+            resume=plan.resume,
+            fork=plan.fork,
+            resume_at=plan.resume_at,
+            session_id=plan.session_id,
+            env=self.env,
+            portable=self.portable,
+        )
+
+    def _set_aside_local_copy(self, session_id: str) -> None:
+        # The CLI refuses --session-id for an id it has a local transcript of ("already in use").
+        # The store is the source of truth; the stale local copy is renamed, not deleted.
+        path = local_transcript(self.workspace, session_id, self.env)
+        if path.exists():
+            with contextlib.suppress(OSError):
+                path.rename(path.with_name(f"{path.name}.stale-{time.strftime('%Y%m%d-%H%M%S')}"))
+
+    async def _attempt(self, spec: AgentSpec, plan: _Attempt, result: StepResult, on_event: Sink | None) -> None:
+        """One CLI session turn. Never raises for SDK failures (they become ``result.error``)."""
+        from claude_agent_sdk import ClaudeSDKClient
+
+        if plan.session_id and not plan.resume:
+            self._set_aside_local_copy(plan.session_id)
+        result.ok, result.error = False, None
+        texts: list[str] = []
+        self._cli_interrupt_sent = False
+        client = ClaudeSDKClient(self._options(spec, plan))
+        try:
+            await client.connect()
+            self._client = client
+            if self._interrupt is not None:
+                # An interrupt that arrived while the CLI was starting: nothing to cut yet.
+                result.error = INTERRUPTED
+                return
+            await client.query(plan.prompt)
+            async for message in client.receive_response():
+                self._see_session(message, result)
+                if self._interrupt is not None and not self._cli_interrupt_sent:
+                    self._send_cli_interrupt()
+                for event in normalize(message):
+                    self._take_event(event, result, texts, on_event)
+                stop = INTERRUPTED if self._interrupt is not None else \
+                    HANDOFF_DUE if self._handoff_due(result) else None
+                if stop is not None:
+                    await self._wind_down(client, result, texts, on_event)
+                    result.ok, result.error = False, stop
+                    break
+        except Exception as exc:
+            result.ok = False
+            result.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self._client = None
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(client.disconnect(), DISCONNECT_TIMEOUT_S)
+        if self._interrupt is not None and result.error != HANDOFF_DUE:
+            result.ok, result.error = False, INTERRUPTED
+        if not result.ok and not result.error and result.errors:
+            result.error = result.errors[-1]
+        if texts:
+            result.text = "\n".join(texts).strip()
+
+    async def _wind_down(self, client: Any, result: StepResult, texts: list[str], on_event: Sink | None) -> None:
+        """Ask the CLI to end its turn now and read until it has (at most ``INTERRUPT_DRAIN_S``), so the
+        transcript records the cut cleanly instead of leaving a tool call without its result."""
+        if not self._cli_interrupt_sent:
+            self._send_cli_interrupt()
+
+        async def drain() -> None:
+            async for message in client.receive_response():
+                self._see_session(message, result)
+                for event in normalize(message):
+                    if event.kind != "result":
+                        self._take_event(event, result, texts, on_event)
+
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(drain(), INTERRUPT_DRAIN_S)
+
+    def _see_session(self, message: Any, result: StepResult) -> None:
+        sid = session_id_of(message)
+        if sid and sid != result.session_id:
+            result.session_id = sid
+            hook = self.on_session
+            if hook is not None:
+                with contextlib.suppress(Exception):
+                    hook(sid)
+
+    def _take_event(self, event: Event, result: StepResult, texts: list[str], on_event: Sink | None) -> None:
+        main = not event.payload.get("subagent")
+        if event.kind == "result":
+            p = event.payload
+            result.session_id = p.get("session_id") or result.session_id
+            result.cost_usd = round(result.cost_usd + float(p.get("cost_usd") or 0.0), 6)
+            result.num_turns += int(p.get("num_turns") or 0)
+            result.ok = not p.get("is_error")
+            if p.get("is_error"):
+                why = "; ".join(p.get("errors") or []) or p.get("result") or event.text
+                if why and why not in result.errors:
+                    result.errors.append(str(why))
+                result.error = str(why) or event.text
+        elif event.kind == "error":
+            result.errors.append(event.text)
+        elif event.kind == "text" and main:
+            texts.append(event.text)
+        if main and isinstance(event.payload.get("context"), int):
+            self._track_context(event, result, on_event)
+        if main and not self._model_checked and isinstance(event.payload.get("model"), str):
+            self._check_model(event.payload["model"], on_event)
+        self._emit(on_event, event)
+
+    def _track_context(self, event: Event, result: StepResult, on_event: Sink | None) -> None:
+        ctx = int(event.payload["context"])
+        result.context = ctx
+        self._watermark = max(self._watermark, ctx)
+        policy = self.handoff
+        if policy.enabled and not self._warned and self._watermark >= policy.warn_at:
+            self._warned = True
+            self._emit(on_event, Event("handoff", f"上下文 {ctx / 1000:.1f}K,接近交接线 {policy.at / 1000:.0f}K",
+                                       payload={"phase": "near", "step": result.step, "context": ctx,
+                                                "window": policy.window, "at": policy.at}))
+
+    def _check_model(self, served: str, on_event: Sink | None) -> None:
+        from flower_magic.core.handoff import model_mismatch
+
+        self._model_checked = True
+        want = self.env.get("ANTHROPIC_MODEL") or os.environ.get("ANTHROPIC_MODEL") or \
+            os.environ.get("ANTHROPIC_DEFAULT_OPUS_MODEL") or ""
+        warning = model_mismatch(want, served) if want else None
+        if warning:
+            self._emit(on_event, Event("error", warning, payload={"model_mismatch": True, "want": want,
+                                                                  "served": served}))
+
+    @staticmethod
+    def _emit(sink: Sink | None, event: Event) -> None:
+        if sink is None:
+            return
+        with contextlib.suppress(Exception):
+            sink(event)
+
+    def _persist(self) -> None:
+        rows = [manifest.row_of(r, self.run_id) for r in self.results]
+        with contextlib.suppress(OSError):
+            manifest.persist(self.run_dir, self.run_id, rows)
+
+
+def _make_store(path: Path, workspace: Path, trim: Any, ephemeral: Any, keep_denials: int) -> Any:
+    """The one store every Runtime uses (``<run_dir>/sessions.db``)."""
+    from flower_magic.stores import SqliteSessionStore
+
+    return SqliteSessionStore(path)

@@ -1,0 +1,218 @@
+"""Steps and workflows, continuous by default: each step continues its own session across processes.
+
+Guarantees:
+    - With ``continuous=True`` (the default) a step with no ``resume_from`` continues the session
+      lineage recorded for its name, if that lineage belongs to this workspace and the store still
+      holds the transcript; if the store never received it (the process died in the first second),
+      the step starts over under the SAME session id, so the id on disk stays the step's id.
+    - The lineage hook is attached only around the step's own ``runtime.run`` call: a gate (the
+      judge) running on the same runtime never enters lineage.
+    - ``woke`` is bumped once at the start of every ``run()``, even when every step is skipped.
+Not guaranteed:
+    - Two processes running the same workflow in one run dir keep separate lineages: the last writer
+      of a step name wins.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from flower_magic.core.agent import AgentSpec
+from flower_magic.core.events import Event, Sink
+from flower_magic.core.lineage import Lineage
+
+Ctx = dict[str, Any]
+Prompt = str | Callable[[Ctx], str]
+
+
+class StepAbort(Exception):
+    """Raised by a gate: stop this step now, do not retry."""
+
+
+async def _maybe_await(value: Any) -> Any:
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+@dataclass
+class Step:
+    """One step of a workflow.
+
+    Attributes:
+        name: the step's name (the lineage key and the manifest's ``step``).
+        spec: the agent that does it.
+        prompt: the message, or a callable of ctx.
+        resume_from: continue the session another step produced in THIS run (never lineage).
+        fork: with ``resume_from``, branch the conversation under a new id.
+        retries: extra attempts when the gate rejects the result.
+        gate: ``(result, ctx) -> bool`` (sync or async); may raise ``StepAbort``.
+        on_fail: ``stop`` | ``skip`` | ``continue`` once the attempts are used up.
+        when: ``(ctx) -> bool``; False skips the step entirely.
+        on_reject: ``(result, ctx) -> str``; a non-empty answer resumes the same session with it.
+        resume_prompt: what to send instead of ``prompt`` when continuing a lineage session.
+        reduce: ``(result, ctx) -> str``: what the step puts into ``ctx[name]``.
+    """
+
+    name: str
+    spec: AgentSpec
+    prompt: Prompt
+    resume_from: str | None = None
+    fork: bool = False
+    retries: int = 0
+    gate: Callable[[Any, Ctx], Any] | None = None
+    on_fail: str = "stop"
+    when: Callable[[Ctx], Any] | None = None
+    on_reject: Callable[[Any, Ctx], Any] | None = None
+    resume_prompt: Prompt | None = None
+    reduce: Callable[[Any, Ctx], str] | None = None
+
+    def render(self, ctx: Ctx, *, resuming: bool = False) -> str:
+        chosen = self.resume_prompt if resuming and self.resume_prompt is not None else self.prompt
+        return chosen(ctx) if callable(chosen) else chosen
+
+
+def attempt_label(step: Step, attempt: int) -> str:
+    """The manifest name of attempt ``attempt`` (0-based): ``X``, ``X#retryN`` or ``X#roundN``."""
+    if attempt == 0:
+        return step.name
+    return f"{step.name}#round{attempt + 1}" if step.on_reject else f"{step.name}#retry{attempt}"
+
+
+@dataclass
+class Workflow:
+    """An ordered list of steps sharing one ctx dict.
+
+    Attributes:
+        steps: the steps, in order.
+        name: the workflow's name.
+        context: the ctx dict (kept across runs of this object).
+        channel: a human channel (ask / inbox tools), wired to the same event sink.
+        continuous: continue each step's lineage session across processes (default True).
+    """
+
+    steps: list[Step]
+    name: str = "workflow"
+    context: Ctx = field(default_factory=dict)
+    channel: Any = None
+    workbench: Any = None
+    continuous: bool = True
+
+    async def run(self, runtime: Any, *, on_event: Sink | None = None,
+                  on_step: Callable[[Step, Any], Any] | None = None) -> Ctx:
+        """Run every step; returns ctx (``_woke``, ``_sessions``, ``_results``, and one key per step)."""
+        ctx = self.context
+        ctx["_runtime"] = runtime
+        ctx["_on_event"] = on_event
+        if self.channel is not None and on_event is not None and getattr(self.channel, "on_event", 0) is None:
+            self.channel.on_event = on_event
+        sessions: dict[str, str] = ctx.setdefault("_sessions", {})
+        ctx.setdefault("_results", {})
+        ctx.pop("_failed_at", None)
+        ctx.pop("_aborted", None)
+        lineage: Lineage | None = None
+        # Sessions lineage recorded but the store never received: restart them under the same id.
+        unstored: dict[str, str] = {}
+        if self.continuous and getattr(runtime, "run_dir", None) and getattr(runtime, "workspace", None):
+            lineage = Lineage.open(runtime.run_dir, runtime.workspace)
+            ctx["_lineage"] = lineage
+            ctx["_woke"] = lineage.bump()
+            has = getattr(runtime, "has_session", None)
+            for name, sid in lineage.steps.items():
+                if has is None or has(sid):
+                    sessions.setdefault(name, sid)
+                else:
+                    unstored[name] = sid
+        else:
+            ctx["_woke"] = ctx.get("_woke", 0) + 1
+        total = len(self.steps)
+        for index, step in enumerate(self.steps, start=1):
+            if step.when is not None and not await _maybe_await(step.when(ctx)):
+                continue
+            if step.resume_from:
+                if step.resume_from not in sessions:
+                    raise ValueError(
+                        f"步骤 '{step.name}' 要求 resume_from='{step.resume_from}', "
+                        "但那一步没有产生 session(未运行或已失败)"
+                    )
+                resume: str | None = sessions[step.resume_from]
+                carried = False
+            else:
+                resume = sessions.get(step.name)
+                carried = resume is not None
+            keep_id = unstored.get(step.name) if resume is None else None
+            _emit(on_event, Event("step", step.name, payload={"index": index, "total": total, "resumed": carried,
+                                                              "woke": ctx.get("_woke", 1)}))
+            result, passed = await self._attempts(step, ctx, runtime, resume, carried, keep_id, lineage, on_event)
+            ctx["_results"][step.name] = result
+            if on_step is not None:
+                await _maybe_await(on_step(step, result))
+            if result.session_id:
+                sessions[step.name] = result.session_id
+                if lineage is not None:
+                    lineage.remember(step.name, result.session_id)
+            if passed:
+                ctx[step.name] = step.reduce(result, ctx) if step.reduce else result.text
+                continue
+            if step.on_fail == "skip":
+                continue
+            if step.on_fail == "continue":
+                ctx[step.name] = result.text
+                continue
+            ctx["_failed_at"] = step.name
+            break
+        return ctx
+
+    async def _attempts(self, step: Step, ctx: Ctx, runtime: Any, resume: str | None, carried: bool,
+                        keep_id: str | None, lineage: Lineage | None, on_event: Sink | None) -> tuple[Any, bool]:
+        prompt = step.render(ctx, resuming=carried)
+        fork = step.fork
+        result: Any = None
+        passed = False
+        for attempt in range(step.retries + 1):
+            label = attempt_label(step, attempt)
+            if lineage is not None:
+                runtime.on_session = _remember(lineage, step.name)
+            try:
+                result = await runtime.run(step.spec, prompt, step_name=label, resume=resume, fork=fork,
+                                           session_id=keep_id, on_event=on_event)
+            finally:
+                runtime.on_session = None
+            keep_id = None
+            try:
+                passed = bool(result.ok and (step.gate is None or await _maybe_await(step.gate(result, ctx))))
+            except StepAbort as exc:
+                ctx["_aborted"] = str(exc)
+                passed = False
+                break
+            if passed:
+                break
+            nxt = ""
+            if step.on_reject is not None and result.session_id:
+                nxt = str(await _maybe_await(step.on_reject(result, ctx)) or "")
+            if nxt:
+                prompt, resume, fork = nxt, result.session_id, False
+            else:
+                prompt = step.render(ctx, resuming=False)
+                resume = ctx["_sessions"].get(step.resume_from) if step.resume_from else None
+                fork = step.fork
+        return result, passed
+
+
+def _remember(lineage: Lineage, step: str) -> Callable[[str], None]:
+    def hook(session_id: str) -> None:
+        lineage.remember(step, session_id)
+
+    return hook
+
+
+def _emit(sink: Sink | None, event: Event) -> None:
+    if sink is None:
+        return
+    with contextlib.suppress(Exception):
+        sink(event)
+

@@ -1,0 +1,120 @@
+"""Kill -9 at 20 moments between the session id appearing and the step ending, then run again: the
+id is on disk, the file is whole, and the step goes on under the same id (issue 2, acceptance b)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from flower_magic.core.project import project_key
+from flower_magic.stores.sqlite import SqliteSessionStore
+from flower_magic.testing import FakeAnthropic, Request, text, tool_use
+from tests.helpers import write_script
+
+CHILD = """
+    import asyncio, json, sys
+
+    from flower_magic import AgentSpec, Runtime, Step, Workflow
+
+    def sink(ev):
+        if ev.kind == "system" and ev.text == "init":
+            print("SID", ev.payload["session_id"], flush=True)
+
+    async def main():
+        spec = AgentSpec(name="reader", instructions="简短回答。", allowed_tools=["Read"])
+        wf = Workflow([Step("取词", spec, "读 seed.txt,只回那个词。")])
+        rt = Runtime(workspace=".", run_dir="runs", resilience=False)
+        try:
+            ctx = await wf.run(rt, on_event=sink)
+        finally:
+            rt.close()
+        res = ctx["_results"]["取词"]
+        print(json.dumps({"sid": res.session_id, "ok": res.ok, "error": res.error}), flush=True)
+
+    asyncio.run(main())
+"""
+
+# Moments after the id appeared (s): inside the first 0.1 s nothing has reached the store yet;
+# later ones land before, during and after the tool call, and while the final answer is delayed.
+KILL_AFTER_S = [0.0, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2,
+                0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.95, 1.1, 1.25, 1.4]
+
+
+def _has_tool_result(req: Request) -> bool:
+    last = req.messages[-1] if req.messages else {}
+    content = last.get("content")
+    return isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+
+
+def _script_replies(api: FakeAnthropic, seed: Path) -> None:
+    # Every run (killed or not) is answered the same way: read the file, then (slowly) answer.
+    api.add(tool_use("Read", {"file_path": str(seed)}, match=lambda r: not _has_tool_result(r), times=None,
+                     delay_s=0.4),
+            text("向日葵", match=_has_tool_result, times=None, delay_s=0.9))
+
+
+def _lineage(ws: Path) -> dict[str, object]:
+    return dict(json.loads((ws / "runs" / "lineage.json").read_text(encoding="utf-8")))
+
+
+@pytest.mark.slow
+def test_kill_minus_nine_then_same_session(fake_api: FakeAnthropic, child_env: dict[str, str],
+                                           tmp_path: Path) -> None:
+    report = []
+    for i, delay in enumerate(KILL_AFTER_S):
+        ws = tmp_path / f"ws{i}"
+        ws.mkdir()
+        seed = ws / "seed.txt"
+        seed.write_text("向日葵\n", encoding="utf-8")
+        script = write_script(ws / "child.py", CHILD)
+        fake_api.clear()
+        _script_replies(fake_api, seed)
+
+        proc = subprocess.Popen([sys.executable, str(script)], cwd=ws, env=child_env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("SID "), f"child said {line!r}; stderr: {proc.stderr.read() if proc.stderr else ''}"
+        sid = line.split()[1]
+        time.sleep(delay)
+        alive = proc.poll() is None
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        assert alive, f"moment {delay}s: the step had already ended; the kill came too late"
+
+        # The id is on disk, in a whole file, the moment it was reported.
+        assert _lineage(ws)["steps"] == {"取词": sid}
+
+        db = ws / "runs" / "sessions.db"
+        stored = False
+        if db.exists():
+            store = SqliteSessionStore(db, readonly=True)
+            stored = store.has_session(project_key(ws), sid)
+            store.close()
+
+        n_before = len(fake_api.requests)
+        out = subprocess.run([sys.executable, str(script)], cwd=ws, env=child_env, capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 0, out.stderr
+        final = json.loads(out.stdout.strip().splitlines()[-1])
+        assert final["ok"], final
+        assert final["sid"] == sid, f"moment {delay}s: a new id was minted"
+        assert _lineage(ws)["steps"] == {"取词": sid}
+        first = fake_api.requests[n_before]
+        if stored:
+            # Resumed: the earlier conversation went back to the model.
+            assert first.n_messages > 2, f"moment {delay}s: store had the session but it was not resumed"
+        else:
+            assert first.n_messages == 2, f"moment {delay}s: nothing stored, yet history was sent"
+        leftovers = [p.name for p in (ws / "runs").iterdir() if p.name.endswith(".tmp")]
+        assert leftovers == []
+        report.append((delay, stored))
+    # Both situations happened: kills before anything reached the store, and after.
+    assert any(s for _, s in report) and any(not s for _, s in report), report
