@@ -1,0 +1,173 @@
+"""Read ``<run_dir>/manifest.json`` for the panel: rows shaped for display, totals, and what went wrong.
+
+Guarantees:
+- Never raises for file content. An unparseable file (empty, truncated mid-write, not JSON) and a
+  file of the wrong shape are reported as ``ManifestUnreadable`` with an HTTP status and a message
+  saying what to do; the caller decides how to answer.
+- Rows that are not JSON objects are skipped and counted; fields of the wrong type read as absent
+  (``None``) instead of failing the whole table.
+- Agent text in a row (``text``, ``errors``) is capped at ``MAX_TEXT_CHARS`` per string, so one
+  runaway row cannot make the response huge.
+- A file that has not changed (same inode, size and mtime) is parsed once: panels poll every few
+  seconds and the parse of a 10K-row manifest is the expensive part.
+
+Not guaranteed:
+- Reading while a writer replaces the file gives the old or the new content, never a mix, only
+  because writers replace it atomically (``os.replace``); a writer that writes in place can be caught
+  half-way, which reads as ``ManifestUnreadable`` (503: try again).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+FILENAME = "manifest.json"
+
+# Per-string cap on agent text sent to the panel; the full text stays in manifest.json.
+MAX_TEXT_CHARS = 4000
+# Beyond this a manifest is not a run's manifest; refusing bounds the memory one request can take.
+MAX_MANIFEST_BYTES = 256 * 1024 * 1024
+# Parsed manifests kept for polling panels (one per open run directory is the usual case).
+CACHE_ENTRIES = 8
+
+
+@dataclass
+class ManifestUnreadable(Exception):
+    """manifest.json exists but gives no rows. ``status`` is the HTTP status to answer with."""
+
+    status: int
+    reason: str
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _int(value: Any) -> int | None:
+    n = _num(value)
+    return int(n) if n is not None else None
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= MAX_TEXT_CHARS else text[:MAX_TEXT_CHARS] + " …[truncated]"
+
+
+def _texts(value: Any) -> list[str]:
+    if not isinstance(value, list):
+        return []
+    return [t for t in (_text(v) for v in value) if t is not None]
+
+
+def shape_row(index: int, row: dict[str, Any]) -> dict[str, Any]:
+    """One manifest row as the panel shows it: known fields only, each of its documented type."""
+    started, ended = _num(row.get("started_at")), _num(row.get("ended_at"))
+    duration = _num(row.get("duration_s"))
+    if duration is None and started is not None and ended is not None and ended >= started:
+        duration = round(ended - started, 2)
+    ok = row.get("ok")
+    resumed = row.get("resumed")
+    session = row.get("session_id")
+    return {
+        "index": index,
+        "step": _text(row.get("step")) or "",
+        "session_id": session if isinstance(session, str) else None,
+        "ok": ok if isinstance(ok, bool) else None,
+        "cost_usd": _num(row.get("cost_usd")),
+        "num_turns": _int(row.get("num_turns")),
+        "duration_s": duration,
+        "attempts": _int(row.get("attempts")),
+        "resumed": resumed if isinstance(resumed, bool) else None,
+        "retired": _texts(row.get("retired")),
+        "context": _int(row.get("context")),
+        "started_at": started,
+        "ended_at": ended,
+        "error": _text(row.get("error")),
+        "errors": _texts(row.get("errors")),
+        "text": _text(row.get("text")),
+        "run": _text(row.get("run")),
+    }
+
+
+def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Sums over shaped rows: cost, turns, duration, retries (attempts beyond the first), hand-offs."""
+    return {
+        "steps": len(rows),
+        "ok": sum(1 for r in rows if r["ok"] is True),
+        "cost_usd": round(sum(r["cost_usd"] or 0.0 for r in rows), 6),
+        "num_turns": sum(r["num_turns"] or 0 for r in rows),
+        "duration_s": round(sum(r["duration_s"] or 0.0 for r in rows), 2),
+        "retries": sum(max((r["attempts"] or 1) - 1, 0) for r in rows),
+        "handoffs": sum(len(r["retired"]) for r in rows),
+    }
+
+
+@dataclass(frozen=True)
+class Manifest:
+    rows: list[dict[str, Any]]
+    skipped: int
+    stamp: str
+
+
+_cache: dict[tuple[str, int, int, int, int], Manifest] = {}
+
+
+def read(path: Path) -> Manifest | None:
+    """The manifest at ``path``, shaped; ``None`` when there is no file (a run that has not ended a step).
+
+    Raises:
+        ManifestUnreadable: the file exists but is empty, not JSON, too big or not a list.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    key = (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key in _cache:
+        return _cache[key]
+    if st.st_size > MAX_MANIFEST_BYTES:
+        raise ManifestUnreadable(
+            413,
+            "ManifestTooLarge",
+            f"manifest.json is {st.st_size} bytes, over the panel's limit of "
+            f"{MAX_MANIFEST_BYTES}; read it with `flower` in a terminal instead",
+        )
+    try:
+        data = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (ValueError, OSError) as exc:
+        # A run replacing the file, or one written in place by an older tool, can be caught half-way.
+        raise ManifestUnreadable(
+            503,
+            "ManifestUnparseable",
+            "manifest.json cannot be parsed right now "
+            f"({type(exc).__name__}); a run may be writing it, so the panel will try again. If this "
+            "persists the file is damaged: move it aside and the next step writes a fresh one",
+        ) from exc
+    if not isinstance(data, list):
+        raise ManifestUnreadable(
+            422,
+            "ManifestNotAList",
+            f"manifest.json holds a JSON {type(data).__name__}, not a list "
+            "of step rows; it was not written by flower. Move it aside to start a fresh manifest",
+        )
+    rows = [shape_row(i, r) for i, r in enumerate(r for r in data if isinstance(r, dict))]
+    manifest = Manifest(rows, len(data) - len(rows), f"{st.st_ino}-{st.st_size}-{st.st_mtime_ns}")
+    if len(_cache) >= CACHE_ENTRIES:
+        _cache.pop(next(iter(_cache)))
+    _cache[key] = manifest
+    return manifest

@@ -1,0 +1,119 @@
+"""Everything the panel shows about one run directory, in one JSON-ready dict.
+
+Guarantees:
+- Read-only: nothing under the workspace is created, moved or written.
+- Every file read is first resolved and checked to be under the server root (``confinement.inside``),
+  so a ``manifest.json`` or ``.flower/notes`` symlinked out of the root is not read; it is reported in
+  ``problems`` instead.
+- Only ``ManifestUnreadable`` escapes (the table itself cannot be shown). A bad lineage.json or
+  unreadable notes become a line in ``problems`` and the rest is still served.
+- No absolute path is returned: paths are relative to the server root.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from flower_magic.panel import manifest_rows, notes
+from flower_magic.panel.confinement import Refused, inside
+
+LINEAGE_NAME = "lineage.json"
+NOTES_DIR = (".flower", "notes")
+MAX_LINEAGE_BYTES = 8 * 1024 * 1024  # lineage.json is a few hundred bytes; this is a sanity cap
+
+
+def _rel(root: Path, path: Path) -> str:
+    rel = path.relative_to(root).as_posix()
+    return "" if rel == "." else rel
+
+
+def _lineage(path: Path, workspace: Path) -> tuple[dict[str, Any], str | None]:
+    empty: dict[str, Any] = {"woke": 0, "steps": {}}
+    try:
+        if path.stat().st_size > MAX_LINEAGE_BYTES:
+            return empty, "lineage.json is too large to be a lineage; it was not read"
+        data = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return empty, None
+    except (OSError, ValueError) as exc:
+        return empty, f"lineage.json is unreadable ({type(exc).__name__}); the next run keeps it aside"
+    if not isinstance(data, dict):
+        return empty, "lineage.json is not a JSON object; the next run keeps it aside"
+    if data.get("workspace") != str(workspace):
+        return empty, "lineage.json belongs to another workspace (the folder was copied or moved)"
+    steps = data.get("steps")
+    steps = {str(k): v for k, v in steps.items() if isinstance(v, str) and v} if isinstance(steps, dict) else {}
+    woke = data.get("woke")
+    woke = woke if isinstance(woke, int) and not isinstance(woke, bool) and woke >= 0 else 0
+    return {"woke": woke, "steps": steps}, None
+
+
+def _wake(root: Path, workspace: Path, problems: list[str]) -> dict[str, Any]:
+    notes_rel = _rel(root, workspace.joinpath(*NOTES_DIR))
+    facts = {"brief_complete": False, "goal_checks": 0, "has_brief": False, "has_goal": False}
+    for name, key in ((notes.BRIEF_NAME, "brief"), (notes.GOAL_NAME, "goal")):
+        path = workspace.joinpath(*NOTES_DIR, name)
+        if not os.path.lexists(path):
+            continue
+        try:
+            real = inside(root, path, hidden_ok=(notes_rel,))
+        except Refused:
+            problems.append(f".flower/notes/{name} points outside the workspace's notes; it was not read")
+            continue
+        if real != path:
+            # A symlink to another file under the root is still not the run's own note.
+            problems.append(f".flower/notes/{name} is a link; it was not read")
+            continue
+        facts[f"has_{key}"] = True
+        if key == "brief":
+            facts["brief_complete"] = notes.brief_complete(real)
+        else:
+            facts["goal_checks"] = notes.goal_checks(real)
+    return facts
+
+
+def summarize(root: Path, workspace: Path, run_dir: Path | None) -> dict[str, Any]:
+    """The run in ``run_dir`` (``None``: there is none) of ``workspace``, both resolved under ``root``.
+
+    Raises:
+        ManifestUnreadable: manifest.json exists but cannot be turned into rows.
+    """
+    problems: list[str] = []
+    body: dict[str, Any] = {
+        "workspace": _rel(root, workspace),
+        "run_dir": _rel(root, run_dir) if run_dir is not None else None,
+        "has_run": run_dir is not None,
+        "lineage": {"woke": 0, "steps": {}},
+        "rows": [],
+        "totals": manifest_rows.totals([]),
+        "stamp": "",
+        "problems": problems,
+    }
+    body["wake"] = _wake(root, workspace, problems)
+    if run_dir is None:
+        return body
+    for name, handle in ((LINEAGE_NAME, "lineage"), (manifest_rows.FILENAME, "manifest")):
+        path = run_dir / name
+        if os.path.lexists(path):
+            try:
+                inside(root, path)
+            except Refused:
+                problems.append(f"{name} points outside the server root; it was not read")
+                continue
+        if handle == "lineage":
+            body["lineage"], problem = _lineage(path, workspace)
+            if problem:
+                problems.append(problem)
+        else:
+            manifest = manifest_rows.read(path)
+            if manifest is not None:
+                body["rows"] = manifest.rows
+                body["totals"] = manifest_rows.totals(manifest.rows)
+                body["stamp"] = manifest.stamp
+                if manifest.skipped:
+                    problems.append(f"manifest.json: {manifest.skipped} rows that are not objects were skipped")
+    body["has_sessions"] = os.path.isfile(run_dir / "sessions.db")
+    return body

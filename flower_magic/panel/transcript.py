@@ -1,0 +1,218 @@
+"""One session's transcript from ``<run_dir>/sessions.db``, a page at a time, raw or as resumed.
+
+Guarantees:
+- The database is opened read-only (``mode=ro``); nothing is created, migrated or written, and a
+  run writing to it at the same time is neither blocked nor disturbed (WAL readers do not lock out
+  writers).
+- Session ids are accepted only in canonical UUID form, so a key can never reach another project's
+  rows or a subagent's subpath.
+- The raw view reads only the requested page (an index range scan), whatever the session's size.
+- The as-resumed view never presents raw entries as resumed ones: it exists only when the pruning
+  layer (``flower_magic.stores.prune``) is installed, and otherwise answers ``ViewUnavailable``.
+
+Not guaranteed:
+- The as-resumed view reads the whole session (pruning is a whole-transcript pass); a page of it
+  costs as much as the session is long.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DB_NAME = "sessions.db"
+# Pages larger than this are refused: a panel shows a screenful at a time.
+MAX_PAGE_ENTRIES = 500
+# Seconds to wait for a writer's lock before giving up on a page (the panel retries on its own).
+BUSY_TIMEOUT_S = 2.0
+_UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+_NOT_ALNUM = re.compile(r"[^a-zA-Z0-9]")
+MAX_KEY_CHARS = 200  # the CLI's limit for a project directory name
+
+
+class TranscriptError(Exception):
+    """A page cannot be served; ``status`` is the HTTP status to answer with."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+def is_session_id(value: str) -> bool:
+    return bool(_UUID.match(value))
+
+
+def _hash36(text: str) -> str:
+    h = 0
+    for ch in text:
+        h = ((h << 5) - h + ord(ch)) & 0xFFFFFFFF  # JavaScript's 32-bit `hash |= 0`
+    if h >= 0x80000000:
+        h -= 0x100000000
+    h, digits = abs(h), ""
+    while h:
+        h, rem = divmod(h, 36)
+        digits = "0123456789abcdefghijklmnopqrstuvwxyz"[rem] + digits
+    return digits or "0"
+
+
+def project_key(workspace: Path) -> str:
+    """The SDK's ``project_key_for_directory`` (sdk-notes A1), without importing the SDK."""
+    path = unicodedata.normalize("NFC", os.path.realpath(workspace))
+    key = _NOT_ALNUM.sub("-", path)
+    return key if len(key) <= MAX_KEY_CHARS else f"{key[:MAX_KEY_CHARS]}-{_hash36(path)}"
+
+
+@dataclass(frozen=True)
+class Page:
+    total: int
+    entries: list[dict[str, Any]]  # {"seq", "mark", "entry"}
+
+
+def _connect(db: Path) -> sqlite3.Connection:
+    try:
+        conn = sqlite3.connect(db.as_uri() + "?mode=ro", uri=True, timeout=BUSY_TIMEOUT_S)
+        conn.execute("SELECT 1 FROM entries LIMIT 0")
+        return conn
+    except sqlite3.Error as exc:
+        raise TranscriptError(
+            503,
+            "StoreUnreadable",
+            f"sessions.db cannot be read right now ({type(exc).__name__}); "
+            "the panel will try again. If this persists, the file is damaged or not a session store",
+        ) from exc
+
+
+def _decode(payload: str) -> Any:
+    try:
+        return json.loads(payload)
+    except ValueError:
+        return {"type": "unreadable", "raw": payload[:2000]}
+
+
+def raw_page(db: Path, key: str, offset: int, limit: int) -> Page:
+    """Entries ``offset`` .. ``offset+limit-1`` of store key ``key`` as stored.
+
+    Raises:
+        TranscriptError: the store is unreadable (503) or holds no such session (404).
+    """
+    conn = _connect(db)
+    try:
+        (total,) = conn.execute("SELECT count(*) FROM entries WHERE store_key = ?", (key,)).fetchone()
+        if total == 0:
+            raise TranscriptError(404, "NoSuchSession", "this run's sessions.db holds no such session")
+        # Find the page's first seq on the (store_key, seq) index alone, then read one seq range, so
+        # the payloads of skipped rows are never touched, whatever the offset.
+        first = conn.execute(
+            "SELECT seq FROM entries WHERE store_key = ? ORDER BY seq LIMIT 1 OFFSET ?", (key, offset)
+        ).fetchone()
+        rows = (
+            []
+            if first is None or limit == 0
+            else conn.execute(
+                "SELECT seq, payload FROM entries WHERE store_key = ? AND seq >= ? ORDER BY seq LIMIT ?",
+                (key, first[0], limit),
+            ).fetchall()
+        )
+    except sqlite3.Error as exc:
+        raise TranscriptError(
+            503, "StoreUnreadable", f"sessions.db read failed ({type(exc).__name__}); the panel will try again"
+        ) from exc
+    finally:
+        conn.close()
+    return Page(total, [{"seq": offset + i, "mark": None, "entry": _decode(p)} for i, (_, p) in enumerate(rows)])
+
+
+def all_entries(db: Path, key: str) -> list[Any]:
+    conn = _connect(db)
+    try:
+        rows = conn.execute("SELECT payload FROM entries WHERE store_key = ? ORDER BY seq", (key,)).fetchall()
+    except sqlite3.Error as exc:
+        raise TranscriptError(
+            503, "StoreUnreadable", f"sessions.db read failed ({type(exc).__name__}); the panel will try again"
+        ) from exc
+    finally:
+        conn.close()
+    if not rows:
+        raise TranscriptError(404, "NoSuchSession", "this run's sessions.db holds no such session")
+    return [_decode(p) for (p,) in rows]
+
+
+def _uid(entry: Any) -> str | None:
+    uid = entry.get("uuid") if isinstance(entry, dict) else None
+    return uid if isinstance(uid, str) else None
+
+
+def merge_marks(
+    raw: list[Any], resumed: list[Any], *, dropped: Iterable[str], rewritten: Iterable[str], added: Iterable[str]
+) -> list[dict[str, Any]]:
+    """Interleave what pruning removed with what the model is sent, each entry marked.
+
+    The result follows the resumed order; an entry pruning dropped appears at its raw position with
+    mark ``"dropped"``, a rewritten one shows its rewritten form with mark ``"rewritten"``, one the
+    pruning layer added has mark ``"added"``; unchanged entries have mark ``None``. ``seq`` is the raw
+    position, or ``None`` for an added entry.
+    """
+    dropped, rewritten, added = set(dropped), set(rewritten), set(added)
+    position = {uid: i for i, e in enumerate(raw) if (uid := _uid(e)) is not None}
+    out: list[dict[str, Any]] = []
+    r = 0  # next raw entry not yet emitted
+
+    def flush_dropped_until(stop: int) -> None:
+        nonlocal r
+        while r < stop:
+            if _uid(raw[r]) in dropped:
+                out.append({"seq": r, "mark": "dropped", "entry": raw[r]})
+            r += 1
+
+    for entry in resumed:
+        uid = _uid(entry)
+        if uid is not None and uid in added:
+            out.append({"seq": None, "mark": "added", "entry": entry})
+            continue
+        at = position.get(uid) if uid is not None else None
+        if at is None or at < r:
+            # Entries without a uuid are matched by position with the next raw entry.
+            at = r
+            while at < len(raw) and _uid(raw[at]) in dropped:
+                at += 1
+        flush_dropped_until(at)
+        out.append(
+            {
+                "seq": at if at < len(raw) else None,
+                "mark": "rewritten" if uid is not None and uid in rewritten else None,
+                "entry": entry,
+            }
+        )
+        r = max(r, at + 1)
+    flush_dropped_until(len(raw))
+    return out
+
+
+def resumed_page(db: Path, key: str, workspace: Path, offset: int, limit: int) -> Page:
+    """The session as a resume would send it to the model, with pruning's removals marked.
+
+    Raises:
+        TranscriptError: 501 while the pruning layer is not installed; as ``raw_page`` otherwise.
+    """
+    try:
+        from flower_magic.stores.prune import resume_view
+    except ImportError as exc:
+        raise TranscriptError(
+            501,
+            "ResumedViewUnavailable",
+            "the as-resumed view needs flower_magic.stores.prune, which "
+            "this installation does not have yet; the raw view shows the transcript as stored",
+        ) from exc
+    raw = all_entries(db, key)
+    view = resume_view(raw, workspace=workspace, trim=True)
+    marked = merge_marks(raw, list(view.entries), dropped=view.dropped, rewritten=view.rewritten, added=view.added)
+    return Page(len(marked), marked[offset : offset + limit])

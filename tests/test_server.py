@@ -1,0 +1,691 @@
+"""The Flower panel's jupyter_server extension, on a real server with authentication on (pytest-jupyter).
+
+Every test talks HTTP to a real ServerApp whose root is a temp folder holding a run written with the
+real file formats: manifest.json, lineage.json, sessions.db (the original schema) and .flower/notes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import subprocess
+import sys
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tornado.httpclient import HTTPResponse
+
+from flower_magic.panel import transcript
+from flower_magic.panel.redaction import REDACTED
+
+pytest_plugins = ["pytest_jupyter.jupyter_server"]
+
+CANARY = "sk-ant-api03-CANARY-flower-panel-must-never-echo-this-0123456789"
+OTHER_SECRET = "hunter2-but-longer-than-eight"
+OUTSIDE_MARK = "OUTSIDE-THE-ROOT-do-not-serve"
+SID = "0b8f5a0e-3c1d-4e2a-9f6b-7a1c2d3e4f50"
+SID2 = "9d3c2b1a-0f9e-4d8c-8b7a-6f5e4d3c2b1a"
+ENTRIES = 250
+ROUTES = ("run", "transcript")
+VERBS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
+
+
+# -- a run on disk, written with the real formats ---------------------------------------------------
+
+
+def row(step: str, **extra: Any) -> dict[str, Any]:
+    base = {
+        "step": step,
+        "session_id": SID,
+        "ok": True,
+        "cost_usd": 0.25,
+        "num_turns": 3,
+        "text": "done",
+        "error": None,
+        "started_at": 1_750_000_000.0,
+        "ended_at": 1_750_000_010.5,
+        "attempts": 1,
+        "errors": [],
+        "resumed": False,
+        "retired": [],
+        "context": 12_000,
+        "duration_s": 10.5,
+        "run": "20260101-000000-abcdef",
+    }
+    base.update(extra)
+    return base
+
+
+def write_db(db: Path, sessions: dict[str, list[dict[str, Any]]]) -> None:
+    """sessions.db with the original schema; keys are full store keys."""
+    conn = sqlite3.connect(db)
+    conn.executescript(
+        "CREATE TABLE IF NOT EXISTS entries(store_key TEXT NOT NULL, seq INTEGER NOT NULL, uid TEXT,"
+        " payload TEXT NOT NULL, PRIMARY KEY(store_key, seq));"
+        "CREATE TABLE IF NOT EXISTS meta(store_key TEXT PRIMARY KEY, mtime INTEGER NOT NULL,"
+        " next_seq INTEGER NOT NULL);"
+        "CREATE TABLE IF NOT EXISTS summaries(project_key TEXT NOT NULL, session_id TEXT NOT NULL,"
+        " mtime INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY(project_key, session_id));"
+    )
+    for key, entries in sessions.items():
+        conn.executemany(
+            "INSERT INTO entries VALUES (?, ?, ?, ?)",
+            [(key, i, e.get("uuid"), json.dumps(e)) for i, e in enumerate(entries)],
+        )
+        conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?, ?)", (key, 1, len(entries)))
+    conn.commit()
+    conn.close()
+
+
+def entry(i: int, text: str = "") -> dict[str, Any]:
+    return {
+        "type": "user" if i % 2 == 0 else "assistant",
+        "uuid": f"u-{i:05d}",
+        "message": {"role": "user", "content": text or f"entry {i}"},
+    }
+
+
+@dataclass
+class Layout:
+    root: Path
+    outside: Path
+    proj: Path
+    urls: list[str] = field(default_factory=list)
+
+
+@pytest.fixture
+def canary(monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", CANARY)
+    monkeypatch.setenv("SOME_SERVICE_TOKEN", OTHER_SECRET)
+    return CANARY
+
+
+@pytest.fixture
+def jp_server_config(canary: str) -> dict[str, Any]:
+    # Requesting ``canary`` here puts the key in the environment before the server starts.
+    return {"ServerApp": {"jpserver_extensions": {"flower_magic": True}}}
+
+
+@pytest.fixture
+def layout(jp_root_dir: Path, tmp_path: Path) -> Layout:
+    root = Path(jp_root_dir)
+    outside = tmp_path / "outside"
+    (outside / "runs").mkdir(parents=True)
+    (outside / "runs" / "manifest.json").write_text(json.dumps([row(OUTSIDE_MARK)]))
+    (outside / "runs" / "lineage.json").write_text(json.dumps({"workspace": OUTSIDE_MARK}))
+    (outside / "secret.txt").write_text(OUTSIDE_MARK)
+    (outside / "需求.md").write_text(f"## 目标\n{OUTSIDE_MARK}\n")
+    write_db(outside / "runs" / "sessions.db", {f"{transcript.project_key(outside)}/{SID}": [entry(0, OUTSIDE_MARK)]})
+
+    proj = root / "proj"
+    runs = proj / "runs"
+    runs.mkdir(parents=True)
+    rows = [
+        row("确认需求", cost_usd=0.5, num_turns=4, duration_s=20.0),
+        row(
+            "设定目标",
+            cost_usd=0.25,
+            num_turns=2,
+            duration_s=5.5,
+            attempts=3,
+            errors=["overloaded", "connection reset"],
+            resumed=True,
+        ),
+        row(
+            "干活",
+            cost_usd=1.25,
+            num_turns=30,
+            duration_s=600.0,
+            retired=[SID2, SID2.replace("9d", "8d")],
+            text=f"agent said {CANARY} and {OTHER_SECRET}",
+            errors=[f"echo {CANARY}"],
+        ),
+    ]
+    (runs / "manifest.json").write_text(json.dumps(rows, ensure_ascii=False, indent=2), encoding="utf-8")
+    (runs / "lineage.json").write_text(
+        json.dumps({"workspace": os.path.realpath(proj), "woke": 2, "steps": {"干活": SID}}, ensure_ascii=False)
+    )
+    notes = proj / ".flower" / "notes"
+    notes.mkdir(parents=True)
+    (notes / "需求.md").write_text(
+        "# 需求确认书\n\n## 目标\n\nX\n\n## 验收标准\n\nY\n\n## 边界\n\nZ\n\n## 未知与假设\n\nW\n", encoding="utf-8"
+    )
+    (notes / "目标.md").write_text("# 目标\nX\n\n# 判定清单\n- a\n- b\n- c\n", encoding="utf-8")
+    pk = transcript.project_key(proj)
+    write_db(
+        runs / "sessions.db",
+        {
+            f"{pk}/{SID}": [entry(i, f"key {CANARY}" if i == 7 else "") for i in range(ENTRIES)],
+            f"{pk}/{SID}/subagents/agent-x": [entry(i, "subagent") for i in range(5)],
+            f"-other-project/{SID2}": [entry(0, "other project")],
+        },
+    )
+
+    # Ways out of the root and into hidden places, each of which must read as "not found".
+    (root / "link_out").symlink_to(outside, target_is_directory=True)
+    (proj / "runs_out").symlink_to(outside / "runs", target_is_directory=True)
+    (proj / "up").symlink_to(root.parent, target_is_directory=True)
+    (root / ".hidden" / "runs").mkdir(parents=True)
+    (root / ".hidden" / "runs" / "manifest.json").write_text(json.dumps([row(OUTSIDE_MARK)]))
+    (root / "to_hidden").symlink_to(root / ".hidden", target_is_directory=True)
+    (proj / ".flower" / "runs").mkdir()
+    (proj / ".flower" / "runs" / "manifest.json").write_text(json.dumps([row(OUTSIDE_MARK)]))
+    # A run dir inside the root whose files point out of it.
+    leaky = root / "leaky" / "runs"
+    leaky.mkdir(parents=True)
+    (leaky / "manifest.json").symlink_to(outside / "runs" / "manifest.json")
+    (leaky / "lineage.json").symlink_to(outside / "runs" / "lineage.json")
+    (leaky / "sessions.db").symlink_to(outside / "runs" / "sessions.db")
+    (root / "leaky" / ".flower" / "notes").mkdir(parents=True)
+    (root / "leaky" / ".flower" / "notes" / "需求.md").symlink_to(outside / "需求.md")
+    return Layout(root, outside, proj)
+
+
+# -- HTTP helpers -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def call(jp_serverapp: Any, http_server_client: Any, jp_base_url: str, jp_auth_header: dict[str, str]):
+    """``call(route, query, method=..., token=True)`` -> response (never raises on status)."""
+
+    async def _call(
+        route: str, query: str | dict[str, str] = "", *, method: str = "GET", token: bool | str = True
+    ) -> HTTPResponse:
+        if isinstance(query, dict):
+            query = urllib.parse.urlencode(query, quote_via=urllib.parse.quote)
+        url = f"{jp_base_url}flower/api/{route}" + (f"?{query}" if query else "")
+        headers = {}
+        if token is True:
+            headers.update(jp_auth_header)
+        elif token:
+            headers["Authorization"] = f"token {token}"
+        body = b"{}" if method in ("POST", "PUT", "PATCH") else None
+        return await http_server_client.fetch(
+            url,
+            method=method,
+            headers=headers,
+            body=body,
+            raise_error=False,
+            follow_redirects=False,
+            allow_nonstandard_methods=True,
+        )
+
+    return _call
+
+
+def text_of(response: HTTPResponse) -> str:
+    return response.body.decode("utf-8", errors="replace") if response.body else ""
+
+
+def assert_no_leak(response: HTTPResponse, layout: Layout) -> None:
+    body = text_of(response)
+    assert OUTSIDE_MARK not in body
+    assert CANARY not in body and OTHER_SECRET not in body
+    assert str(layout.root) not in body and str(layout.outside) not in body
+    assert "Traceback" not in body
+
+
+# -- authentication and verbs -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("verb", VERBS)
+@pytest.mark.parametrize("token", [False, "not-the-token"])
+async def test_every_route_and_verb_without_a_valid_token_is_403(call, layout, route, verb, token):
+    """Guards against a handler (or a verb like OPTIONS) that answers without authentication."""
+    response = await call(route, {"path": "proj", "session": SID}, method=verb, token=token)
+    assert response.code == 403
+    assert_no_leak(response, layout)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("verb", ["POST", "PUT", "PATCH", "DELETE"])
+async def test_writing_verbs_are_refused_even_with_a_token(call, layout, route, verb):
+    before = (layout.proj / "runs" / "manifest.json").read_bytes()
+    response = await call(route, {"path": "proj", "session": SID}, method=verb)
+    assert response.code == 405
+    assert response.headers.get("Allow") == "GET"
+    assert (layout.proj / "runs" / "manifest.json").read_bytes() == before
+    assert_no_leak(response, layout)
+
+
+async def test_a_user_not_authorised_for_contents_gets_403(jp_serverapp, call, layout):
+    """The handlers ask the authorizer about the contents resource, not just whether someone logged in."""
+    from jupyter_server.auth.authorizer import Authorizer
+
+    class DenyContents(Authorizer):
+        def is_authorized(self, handler, user, action, resource):
+            return resource != "contents"
+
+    jp_serverapp.web_app.settings["authorizer"] = DenyContents(parent=jp_serverapp)
+    for route in ROUTES:
+        response = await call(route, {"path": "proj", "session": SID})
+        assert response.code == 403
+        assert_no_leak(response, layout)
+
+
+# -- confinement ---------------------------------------------------------------------------------------
+
+
+def _traversal_cases(layout: Layout) -> list[tuple[str, str]]:
+    """(route, raw query string) pairs, each a way to reach outside the root or a hidden place."""
+    out, root = str(layout.outside), str(layout.root)
+    # Values the server must see exactly as written (we percent-encode them for the wire).
+    paths = [
+        "..",
+        "../",
+        "../..",
+        "../../..",
+        "../outside",
+        "proj/..",
+        "proj/../..",
+        "proj/../../outside",
+        "./..",
+        ".",
+        "./",
+        "proj/./../..",
+        "proj/runs/../../..",
+        "....//",
+        "..././",
+        "..;/",
+        ".. ",
+        " ..",
+        "%2e%2e",
+        "%2e%2e/outside",
+        "%2E%2E%2Foutside",
+        "..%2f",
+        "..%2F..%2F",
+        "%252e%252e",
+        "%252e%252e%252foutside",
+        "%25252e%25252e",
+        "%2fetc",
+        "%5c..%5c",
+        "/",
+        "/etc",
+        "//etc",
+        "/proc/self/environ",
+        out,
+        out + "/runs",
+        root,
+        root + "/proj",
+        "~",
+        "~/",
+        "~root",
+        "C:\\",
+        "c:/windows",
+        "..\\outside",
+        "proj\\..\\..",
+        "\\etc",
+        "\\\\server\\share",
+        "\x00",
+        "proj\x00",
+        "proj/\x00/..",
+        "..\x00",
+        "proj\x00/../..",
+        "proj\n",
+        "proj\r\n..",
+        "\x7f",
+        "link_out",
+        "link_out/",
+        "link_out/runs",
+        "proj/runs_out",
+        "proj/up",
+        "proj/up/outside",
+        ".hidden",
+        ".hidden/",
+        "to_hidden",
+        "to_hidden/runs",
+        "proj/.flower",
+        "proj/.flower/notes",
+        "proj/.flower/runs",
+        ".git",
+        "proj/.git",
+        "proj/runs/manifest.json",
+        "proj/runs/sessions.db",
+        "no/such/dir",
+        "x" * 5000,
+    ]
+    run_dirs = [
+        "..",
+        "../..",
+        "../../outside",
+        "../link_out/runs",
+        "runs/../..",
+        "runs/../../..",
+        out,
+        out + "/runs",
+        "/tmp",
+        "/",
+        "runs_out",
+        "up",
+        "up/outside/runs",
+        ".flower",
+        ".flower/runs",
+        ".flower/notes",
+        "%2e%2e",
+        "%252e%252e",
+        "..%2f..",
+        "runs\x00",
+        "\x00",
+        "..\\..",
+        "runs\\..\\..",
+        "",
+        "~",
+        "runs/manifest.json",
+    ]
+    sessions = [
+        "../../etc/passwd",
+        f"{SID}/subagents/agent-x",
+        f"{SID}/..",
+        f"{SID}%00",
+        f"{SID}\x00",
+        "%2e%2e%2f",
+        "' OR 1=1 --",
+        "*",
+        "%",
+        f"{SID} ",
+        f" {SID}",
+        SID.replace("-", ""),
+        SID[:-1],
+        f"{SID}/",
+        SID2,
+        SID.upper(),
+    ]
+    cases: list[tuple[str, str]] = []
+
+    def q(**kw: str) -> str:
+        return urllib.parse.urlencode(kw, quote_via=urllib.parse.quote)
+
+    for p in paths:
+        cases.append(("run", q(path=p)))
+        cases.append(("transcript", q(path=p, session=SID)))
+    for r in run_dirs:
+        cases.append(("run", q(path="proj", run_dir=r)))
+        cases.append(("transcript", q(path="proj", run_dir=r, session=SID)))
+    for s in sessions:
+        cases.append(("transcript", q(path="proj", session=s)))
+    # Sent as written: Tornado decodes these once (to "..", "../..", NUL, overlong UTF-8 ...).
+    for raw in [
+        "path=%2e%2e",
+        "path=%2e%2e%2f%2e%2e",
+        "path=..%2foutside",
+        "path=%2E%2E",
+        "path=proj%2f%2e%2e%2f%2e%2e",
+        "path=proj%00",
+        "path=%00",
+        "path=%c0%ae%c0%ae",
+        "path=%ff%fe",
+        "path=%252e%252e",
+        "path=%2fetc",
+        "path=proj&path=..",
+        "path=proj&run_dir=%2e%2e",
+        "path=proj&run_dir=..%2f..",
+        "path=..&path=proj",
+    ]:
+        cases.append(("run", raw))
+        cases.append(("transcript", raw + f"&session={SID}"))
+    return cases
+
+
+async def test_more_than_100_traversal_attempts_are_404_with_nothing_leaked(call, layout):
+    """Guards the confinement: ``..``, encodings, absolute paths, symlinks out, hidden dirs, NUL."""
+    cases = _traversal_cases(layout)
+    assert len(cases) >= 100
+    wrong = []
+    for route, query in cases:
+        response = await call(route, query)
+        assert_no_leak(response, layout)
+        if response.code != 404 or json.loads(response.body)["message"] != "Not found":
+            wrong.append((route, query, response.code))
+    assert wrong == []
+
+
+async def test_files_linked_out_of_the_root_are_not_read(call, layout):
+    """A run dir inside the root whose manifest, lineage and notes are symlinks out of it."""
+    response = await call("run", {"path": "leaky"})
+    assert response.code == 200
+    body = json.loads(response.body)
+    assert body["rows"] == [] and body["lineage"]["woke"] == 0
+    assert body["wake"]["has_brief"] is False
+    assert len(body["problems"]) == 3
+    assert_no_leak(response, layout)
+    response = await call("transcript", {"path": "leaky", "session": SID})
+    assert response.code == 404
+    assert_no_leak(response, layout)
+
+
+# -- the run endpoint ----------------------------------------------------------------------------------
+
+
+async def test_run_serves_rows_totals_lineage_and_wake_facts(call, layout):
+    response = await call("run", {"path": "proj"})
+    assert response.code == 200
+    body = json.loads(response.body)
+    assert body["workspace"] == "proj" and body["run_dir"] == "proj/runs" and body["has_run"] is True
+    assert [r["step"] for r in body["rows"]] == ["确认需求", "设定目标", "干活"]
+    assert body["rows"][2]["retired"] == [SID2, SID2.replace("9d", "8d")]
+    assert body["rows"][1]["errors"] == ["overloaded", "connection reset"]
+    assert body["totals"] == {
+        "steps": 3,
+        "ok": 3,
+        "cost_usd": 2.0,
+        "num_turns": 36,
+        "duration_s": 625.5,
+        "retries": 2,
+        "handoffs": 2,
+    }
+    assert body["lineage"] == {"woke": 2, "steps": {"干活": SID}}
+    assert body["wake"] == {"brief_complete": True, "goal_checks": 3, "has_brief": True, "has_goal": True}
+    assert body["problems"] == [] and body["has_sessions"] is True
+    assert_no_leak(response, layout)
+
+
+async def test_run_of_a_directory_without_a_run_is_empty_not_an_error(call, layout):
+    (layout.root / "fresh").mkdir()
+    response = await call("run", {"path": "fresh"})
+    assert response.code == 200
+    body = json.loads(response.body)
+    assert body["has_run"] is False and body["rows"] == [] and body["totals"]["steps"] == 0
+
+
+async def test_run_dir_can_be_chosen(call, layout):
+    other = layout.proj / "runs2"
+    other.mkdir()
+    (other / "manifest.json").write_text(json.dumps([row("only")]))
+    body = json.loads((await call("run", {"path": "proj", "run_dir": "runs2"})).body)
+    assert [r["step"] for r in body["rows"]] == ["only"]
+
+
+@pytest.mark.parametrize(
+    ("content", "status", "reason"),
+    [
+        (b'[{"step": "a", "ok": tr', 503, "ManifestUnparseable"),  # half-written, caught mid-write
+        (b"", 503, "ManifestUnparseable"),  # created, nothing written yet
+        (b"[", 503, "ManifestUnparseable"),
+        (b"\xff\xfe garbage", 503, "ManifestUnparseable"),
+        (b"NaN-not-json", 503, "ManifestUnparseable"),
+        (b'{"step": "a"}', 422, "ManifestNotAList"),
+        (b'"just a string"', 422, "ManifestNotAList"),
+    ],
+)
+async def test_a_malformed_or_half_written_manifest_gets_a_clear_status(call, layout, content, status, reason):
+    """Guards against a 500 traceback while a run is writing its manifest."""
+    (layout.proj / "runs" / "manifest.json").write_bytes(content)
+    response = await call("run", {"path": "proj"})
+    assert response.code == status
+    body = json.loads(response.body)
+    assert body["reason"] == reason and "manifest.json" in body["message"]
+    assert_no_leak(response, layout)
+
+
+async def test_rows_of_the_wrong_shape_are_skipped_and_reported(call, layout):
+    rows = [row("good"), 7, "text", None, {"step": "odd", "cost_usd": "free", "attempts": True, "retired": 3}]
+    (layout.proj / "runs" / "manifest.json").write_text(json.dumps(rows))
+    body = json.loads((await call("run", {"path": "proj"})).body)
+    assert [r["step"] for r in body["rows"]] == ["good", "odd"]
+    assert body["rows"][1]["cost_usd"] is None and body["rows"][1]["retired"] == []
+    assert body["problems"] == ["manifest.json: 3 rows that are not objects were skipped"]
+
+
+async def test_a_lineage_of_another_workspace_is_reported_not_used(call, layout):
+    (layout.proj / "runs" / "lineage.json").write_text(
+        json.dumps({"workspace": "/elsewhere", "woke": 9, "steps": {"a": SID}})
+    )
+    body = json.loads((await call("run", {"path": "proj"})).body)
+    assert body["lineage"] == {"woke": 0, "steps": {}}
+    assert any("another workspace" in p for p in body["problems"])
+
+
+# -- the transcript endpoint ----------------------------------------------------------------------------
+
+
+async def test_transcript_pages_through_one_session(call, layout):
+    seen = []
+    for offset in range(0, ENTRIES + 100, 100):
+        response = await call("transcript", {"path": "proj", "session": SID, "offset": str(offset), "limit": "100"})
+        assert response.code == 200
+        body = json.loads(response.body)
+        assert body["total"] == ENTRIES and body["view"] == "raw"
+        seen += [(e["seq"], e["entry"]["uuid"], e["mark"]) for e in body["entries"]]
+        assert_no_leak(response, layout)
+    assert seen == [(i, f"u-{i:05d}", None) for i in range(ENTRIES)]
+
+
+async def test_transcript_default_page_and_bad_arguments(call, layout):
+    body = json.loads((await call("transcript", {"path": "proj", "session": SID})).body)
+    assert len(body["entries"]) == 200 and body["offset"] == 0
+    for bad in (
+        {"limit": "0"},
+        {"limit": "501"},
+        {"limit": "-1"},
+        {"offset": "-5"},
+        {"offset": "1e3"},
+        {"view": "cooked"},
+        {"limit": "١٠"},
+    ):
+        response = await call("transcript", {"path": "proj", "session": SID, **bad})
+        assert response.code == 400, bad
+        assert "must be" in json.loads(response.body)["message"]
+
+
+async def test_an_unknown_session_is_404(call, layout):
+    response = await call("transcript", {"path": "proj", "session": "11111111-2222-4333-8444-555555555555"})
+    assert response.code == 404
+
+
+async def test_the_resumed_view_is_never_raw_data_in_disguise(call, layout):
+    """Until the pruning layer exists the resumed view says so (501); with it, entries carry marks."""
+    response = await call("transcript", {"path": "proj", "session": SID, "view": "resumed"})
+    try:
+        import flower_magic.stores.prune  # noqa: F401
+    except ImportError:
+        assert response.code == 501
+        assert json.loads(response.body)["reason"] == "ResumedViewUnavailable"
+    else:
+        assert response.code == 200
+        assert json.loads(response.body)["view"] == "resumed"
+
+
+@dataclass
+class FakeResumeView:
+    entries: list[dict[str, Any]]
+    dropped: set[str]
+    rewritten: set[str]
+    added: set[str]
+
+
+def test_merge_marks_interleaves_dropped_rewritten_and_added_entries():
+    raw = [entry(i) for i in range(6)]
+    rewritten = dict(raw[3], message={"content": "[spilled]"})
+    injected = {"type": "user", "uuid": "new-1", "message": {"content": "healed orphan"}}
+    view = FakeResumeView([raw[0], raw[2], rewritten, injected, raw[5]], {"u-00001", "u-00004"}, {"u-00003"}, {"new-1"})
+    marked = transcript.merge_marks(raw, view.entries, dropped=view.dropped, rewritten=view.rewritten, added=view.added)
+    assert [(m["seq"], m["entry"]["uuid"], m["mark"]) for m in marked] == [
+        (0, "u-00000", None),
+        (1, "u-00001", "dropped"),
+        (2, "u-00002", None),
+        (3, "u-00003", "rewritten"),
+        (None, "new-1", "added"),
+        (4, "u-00004", "dropped"),
+        (5, "u-00005", None),
+    ]
+    assert marked[3]["entry"]["message"]["content"] == "[spilled]"
+
+
+# -- secrets --------------------------------------------------------------------------------------------
+
+
+async def test_an_api_key_in_the_environment_never_appears_in_a_response_or_a_log_line(
+    call, layout, caplog: pytest.LogCaptureFixture, jp_serverapp: Any
+):
+    """The canary is in the server's environment, in manifest text and in a transcript entry."""
+    caplog.set_level(logging.DEBUG)
+    assert os.environ["ANTHROPIC_API_KEY"] == CANARY
+    bodies = []
+    for route, query in [
+        ("run", {"path": "proj"}),
+        ("transcript", {"path": "proj", "session": SID}),
+        ("transcript", {"path": "proj", "session": SID, "view": "resumed"}),
+        ("run", {"path": "../.."}),
+        ("transcript", {"path": "proj", "session": SID, "limit": "x"}),
+    ]:
+        for token in (True, False):
+            bodies.append(text_of(await call(route, query, token=token)))
+    (layout.proj / "runs" / "manifest.json").write_text("[{")
+    bodies.append(text_of(await call("run", {"path": "proj"})))
+    everything = "\n".join(bodies)
+    assert CANARY not in everything and OTHER_SECRET not in everything
+    assert REDACTED in bodies[0] and REDACTED in bodies[2]  # redacted, not dropped
+    json.loads(bodies[0])  # still valid JSON after redaction
+    assert caplog.records, "no log line was captured; the check below would prove nothing"
+    logged = "\n".join(r.getMessage() + str(r.exc_text or "") for r in caplog.records)
+    assert CANARY not in logged and OTHER_SECRET not in logged
+
+
+# -- weight ---------------------------------------------------------------------------------------------
+
+
+def test_the_server_extension_imports_no_ipython_magic_or_sdk_code():
+    code = (
+        "import sys, flower_magic.server; "
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('IPython', 'ipywidgets', 'claude_agent_sdk')"
+        " or m in ('flower_magic.magics',)]; print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_project_key_matches_the_sdk(tmp_path: Path):
+    from claude_agent_sdk._internal.sessions import project_key_for_directory
+
+    for name in ("ws", "wörk space_1.x", f"{'a' * 120}/{'长' * 60}", f"{'b' * 200}/{'c' * 40}"):
+        folder = tmp_path / name
+        folder.mkdir(parents=True)
+        assert transcript.project_key(folder) == project_key_for_directory(folder)
+
+
+def test_jupyter_server_finds_no_handler_without_authentication(tmp_path: Path):
+    """jupyter_server's own audit: it warns about any handler method lacking an auth decorator."""
+    code = """
+import sys, warnings
+from jupyter_server.serverapp import ServerApp
+from jupyter_server.utils import JupyterServerAuthWarning
+app = ServerApp(allow_unauthenticated_access=False, jpserver_extensions={"flower_magic": True},
+                reraise_server_extension_failures=True, root_dir=sys.argv[1])
+with warnings.catch_warnings(record=True) as records:
+    warnings.simplefilter("always")
+    app.initialize(argv=[], find_extensions=False, new_httpserver=False)
+print([str(r.message) for r in records if issubclass(r.category, JupyterServerAuthWarning)])
+print("flower_magic.panel" in app.web_app.settings)
+"""
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp_path / "cfg"), JUPYTER_RUNTIME_DIR=str(tmp_path / "rt"))
+    argv = [sys.executable, "-c", code, str(tmp_path)]
+    out = subprocess.run(argv, capture_output=True, text=True, env=env, check=True)
+    warnings_line, routed = out.stdout.strip().splitlines()[-2:]
+    assert warnings_line == "[]"
+    assert routed == "True"
