@@ -1,0 +1,144 @@
+import { URLExt } from '@jupyterlab/coreutils';
+import { ServerConnection } from '@jupyterlab/services';
+
+/** One manifest row as the server shapes it (flower_magic/panel/manifest_rows.py). */
+export interface IRow {
+  index: number;
+  step: string;
+  session_id: string | null;
+  ok: boolean | null;
+  cost_usd: number | null;
+  num_turns: number | null;
+  duration_s: number | null;
+  attempts: number | null;
+  resumed: boolean | null;
+  retired: string[];
+  context: number | null;
+  started_at: number | null;
+  ended_at: number | null;
+  error: string | null;
+  errors: string[];
+  text: string | null;
+  run: string | null;
+}
+
+export interface ITotals {
+  steps: number;
+  ok: number;
+  cost_usd: number;
+  num_turns: number;
+  duration_s: number;
+  retries: number;
+  handoffs: number;
+}
+
+export interface IRunSummary {
+  workspace: string;
+  run_dir: string | null;
+  has_run: boolean;
+  has_sessions?: boolean;
+  lineage: { woke: number; steps: Record<string, string> };
+  wake: {
+    brief_complete: boolean;
+    goal_checks: number;
+    has_brief: boolean;
+    has_goal: boolean;
+  };
+  rows: IRow[];
+  totals: ITotals;
+  stamp: string;
+  problems: string[];
+}
+
+export type Mark = null | 'dropped' | 'rewritten' | 'added';
+
+export interface ITranscriptEntry {
+  seq: number | null;
+  mark: Mark;
+  entry: any;
+}
+
+export interface ITranscriptPage {
+  session: string;
+  view: 'raw' | 'resumed';
+  offset: number;
+  limit: number;
+  total: number;
+  entries: ITranscriptEntry[];
+}
+
+/** A failed read: the server's message when it sent one, else what the network said. */
+export class ApiError extends Error {
+  constructor(
+    message: string,
+    readonly status: number
+  ) {
+    super(message);
+  }
+}
+
+async function get<T>(
+  endpoint: string,
+  query: Record<string, string>,
+  settings: ServerConnection.ISettings
+): Promise<T> {
+  const url =
+    URLExt.join(settings.baseUrl, 'flower/api', endpoint) +
+    URLExt.objectToQueryString(query);
+  let response: Response;
+  try {
+    response = await ServerConnection.makeRequest(
+      url,
+      { method: 'GET', cache: 'no-store' },
+      settings
+    );
+  } catch (error) {
+    throw new ApiError(`cannot reach the Jupyter server (${error})`, 0);
+  }
+  const text = await response.text();
+  let data: any = null;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch {
+    data = null;
+  }
+  if (!response.ok) {
+    const message =
+      data && typeof data.message === 'string'
+        ? data.message
+        : `HTTP ${response.status}`;
+    throw new ApiError(message, response.status);
+  }
+  return data as T;
+}
+
+export function fetchRun(
+  path: string,
+  runDir: string,
+  settings: ServerConnection.ISettings
+): Promise<IRunSummary> {
+  return get<IRunSummary>('run', { path, run_dir: runDir }, settings);
+}
+
+export function fetchTranscript(
+  path: string,
+  runDir: string,
+  session: string,
+  view: 'raw' | 'resumed',
+  offset: number,
+  limit: number,
+  settings: ServerConnection.ISettings
+): Promise<ITranscriptPage> {
+  return get<ITranscriptPage>(
+    'transcript',
+    {
+      path,
+      run_dir: runDir,
+      session,
+      view,
+      offset: String(offset),
+      limit: String(limit)
+    },
+    settings
+  );
+}

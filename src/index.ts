@@ -1,0 +1,86 @@
+import {
+  ILabShell,
+  ILayoutRestorer,
+  JupyterFrontEnd,
+  JupyterFrontEndPlugin
+} from '@jupyterlab/application';
+import { ICommandPalette } from '@jupyterlab/apputils';
+import { PathExt } from '@jupyterlab/coreutils';
+import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
+import { LabIcon } from '@jupyterlab/ui-components';
+import { Widget } from '@lumino/widgets';
+
+import { FlowerPanel } from './panel';
+
+export const COMMAND_OPEN = 'flower-magic:open';
+
+const flowerIcon = new LabIcon({
+  name: 'flower-magic:flower',
+  svgstr:
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24" width="16">' +
+    '<g class="jp-icon3" fill="#616161">' +
+    '<circle cx="12" cy="6" r="3.2"/><circle cx="12" cy="14" r="3.2"/>' +
+    '<circle cx="8" cy="10" r="3.2"/><circle cx="16" cy="10" r="3.2"/>' +
+    '<rect x="11.2" y="14" width="1.6" height="8"/></g>' +
+    '<circle cx="12" cy="10" r="2" fill="#fff"/></svg>'
+});
+
+/** The folder of a document widget (notebook, file), or null for anything else. */
+function folderOf(widget: Widget | null): string | null {
+  const path = (widget as any)?.context?.path;
+  return typeof path === 'string' ? PathExt.dirname(path) : null;
+}
+
+const plugin: JupyterFrontEndPlugin<void> = {
+  id: 'flower-magic:plugin',
+  description: 'The Flower run panel: manifest, totals and transcripts of a run directory.',
+  autoStart: true,
+  optional: [ILabShell, ICommandPalette, IDefaultFileBrowser, ILayoutRestorer],
+  activate: (
+    app: JupyterFrontEnd,
+    labShell: ILabShell | null,
+    palette: ICommandPalette | null,
+    browser: IDefaultFileBrowser | null,
+    restorer: ILayoutRestorer | null
+  ) => {
+    const panel = new FlowerPanel(app.serviceManager.serverSettings);
+    panel.title.icon = flowerIcon;
+
+    // Follow the current notebook's folder; when the current widget is not a document (the
+    // launcher, a terminal), follow the file browser instead.
+    const follow = () => {
+      const folder = folderOf(labShell?.currentWidget ?? app.shell.currentWidget ?? null);
+      panel.setPath(folder ?? browser?.model.path ?? '');
+    };
+    labShell?.currentChanged.connect(follow);
+    browser?.model.pathChanged.connect(() => {
+      if (folderOf(labShell?.currentWidget ?? null) === null) {
+        follow();
+      }
+    });
+
+    app.commands.addCommand(COMMAND_OPEN, {
+      label: 'Flower: Open run panel',
+      caption: 'Show the manifest and transcripts of the current folder’s flower run',
+      icon: flowerIcon,
+      execute: args => {
+        if (!panel.isAttached) {
+          app.shell.add(panel, 'right', { rank: 600 });
+        }
+        if (typeof args?.path === 'string') {
+          panel.setPath(args.path);
+        } else if (panel.currentPath === null) {
+          follow();
+        }
+        app.shell.activateById(panel.id);
+      }
+    });
+    palette?.addItem({ command: COMMAND_OPEN, category: 'Flower' });
+
+    app.shell.add(panel, 'right', { rank: 600 });
+    restorer?.add(panel, panel.id);
+    void app.restored.then(follow);
+  }
+};
+
+export default plugin;

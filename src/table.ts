@@ -1,0 +1,238 @@
+import { IRow, ITotals } from './api';
+import { el } from './dom';
+import * as fmt from './format';
+
+interface IColumn {
+  key: string;
+  label: string;
+  title: string;
+  value: (r: IRow) => number | string | null;
+  show: (r: IRow) => string;
+  total: (t: ITotals, rows: IRow[]) => string;
+  numeric?: boolean;
+}
+
+const boolKey = (v: boolean | null) => (v === null ? null : v ? 1 : 0);
+
+export const COLUMNS: IColumn[] = [
+  {
+    key: 'index',
+    label: '#',
+    title: 'Position in manifest.json',
+    value: r => r.index,
+    show: r => String(r.index + 1),
+    total: () => 'Σ',
+    numeric: true
+  },
+  {
+    key: 'step',
+    label: 'Step',
+    title: 'Step name (with #retryN / #roundN / ·判定#N for later attempts)',
+    value: r => r.step,
+    show: r => r.step,
+    total: t => `${t.steps} steps`
+  },
+  {
+    key: 'session',
+    label: 'Session',
+    title: 'Session id (first 8 characters)',
+    value: r => r.session_id,
+    show: r => fmt.shortSession(r.session_id),
+    total: () => ''
+  },
+  {
+    key: 'ok',
+    label: 'OK',
+    title: 'Did the step succeed?',
+    value: r => boolKey(r.ok),
+    show: r => fmt.flag(r.ok),
+    total: t => `${t.ok}/${t.steps}`
+  },
+  {
+    key: 'cost',
+    label: 'Cost',
+    title: 'Cost in USD, across retries and hand-offs',
+    value: r => r.cost_usd,
+    show: r => fmt.cost(r.cost_usd),
+    total: t => fmt.cost(t.cost_usd),
+    numeric: true
+  },
+  {
+    key: 'turns',
+    label: 'Turns',
+    title: 'Model turns',
+    value: r => r.num_turns,
+    show: r => fmt.count(r.num_turns),
+    total: t => String(t.num_turns),
+    numeric: true
+  },
+  {
+    key: 'duration',
+    label: 'Time',
+    title: 'Wall-clock duration',
+    value: r => r.duration_s,
+    show: r => fmt.duration(r.duration_s),
+    total: t => fmt.duration(t.duration_s),
+    numeric: true
+  },
+  {
+    key: 'attempts',
+    label: 'Att.',
+    title: 'Attempts (failed-attempt retries + 1); total shows retries',
+    value: r => r.attempts,
+    show: r => fmt.count(r.attempts),
+    total: t => `+${t.retries}`,
+    numeric: true
+  },
+  {
+    key: 'resumed',
+    label: 'Res.',
+    title: 'Resumed an existing session',
+    value: r => boolKey(r.resumed),
+    show: r => fmt.flag(r.resumed, '↻', ''),
+    total: (_t, rows) => String(rows.filter(r => r.resumed).length)
+  },
+  {
+    key: 'retired',
+    label: 'Ret.',
+    title: 'Sessions retired by hand-off; total shows hand-offs',
+    value: r => r.retired.length,
+    show: r => (r.retired.length ? String(r.retired.length) : ''),
+    total: t => String(t.handoffs),
+    numeric: true
+  },
+  {
+    key: 'context',
+    label: 'Ctx',
+    title: 'Context size (tokens) the model last saw',
+    value: r => r.context,
+    show: r => fmt.tokens(r.context),
+    total: (_t, rows) =>
+      `max ${fmt.tokens(Math.max(0, ...rows.map(r => r.context ?? 0)))}`,
+    numeric: true
+  }
+];
+
+/** The manifest table: sortable by any column, with a totals row, one selectable row. */
+export class RunTable {
+  readonly node: HTMLTableElement;
+  private sortKey = 'index';
+  private ascending = true;
+  private rows: IRow[] = [];
+  private totals: ITotals | null = null;
+  private selected: number | null = null;
+
+  constructor(private readonly onSelect: (row: IRow | null) => void) {
+    this.node = el('table', { className: 'jp-FlowerTable' });
+  }
+
+  update(rows: IRow[], totals: ITotals): void {
+    this.rows = rows;
+    this.totals = totals;
+    if (this.selected !== null && !rows.some(r => r.index === this.selected)) {
+      this.selected = null;
+      this.onSelect(null);
+    }
+    this.render();
+  }
+
+  select(index: number | null): void {
+    this.selected = index;
+    this.render();
+    this.onSelect(this.rows.find(r => r.index === index) ?? null);
+  }
+
+  private sortBy(key: string): void {
+    if (this.sortKey === key) {
+      this.ascending = !this.ascending;
+    } else {
+      this.sortKey = key;
+      this.ascending = true;
+    }
+    this.render();
+  }
+
+  private sorted(): IRow[] {
+    const col = COLUMNS.find(c => c.key === this.sortKey) ?? COLUMNS[0];
+    const dir = this.ascending ? 1 : -1;
+    return [...this.rows].sort((a, b) => {
+      const va = col.value(a);
+      const vb = col.value(b);
+      // Missing values sort last whatever the direction.
+      if (va === null || vb === null) {
+        return va === vb ? a.index - b.index : va === null ? 1 : -1;
+      }
+      if (va < vb) {
+        return -dir;
+      }
+      if (va > vb) {
+        return dir;
+      }
+      return a.index - b.index;
+    });
+  }
+
+  private render(): void {
+    const head = el(
+      'tr',
+      {},
+      COLUMNS.map(c => {
+        const active = c.key === this.sortKey;
+        return el('th', {
+          className: `jp-FlowerTable-col-${c.key}${active ? ' jp-mod-sorted' : ''}`,
+          text: c.label + (active ? (this.ascending ? ' ▲' : ' ▼') : ''),
+          title: `${c.title} (click to sort)`,
+          attrs: {
+            'data-key': c.key,
+            'aria-sort': active ? (this.ascending ? 'ascending' : 'descending') : 'none'
+          },
+          onClick: () => this.sortBy(c.key)
+        });
+      })
+    );
+    const body = el(
+      'tbody',
+      {},
+      this.sorted().map(r =>
+        el(
+          'tr',
+          {
+            className:
+              'jp-FlowerTable-row' +
+              (r.ok === false ? ' jp-mod-failed' : '') +
+              (r.index === this.selected ? ' jp-mod-selected' : ''),
+            attrs: { 'data-index': String(r.index) },
+            onClick: () => this.select(r.index === this.selected ? null : r.index)
+          },
+          COLUMNS.map(c =>
+            el('td', {
+              className: `jp-FlowerTable-col-${c.key}${c.numeric ? ' jp-mod-num' : ''}`,
+              text: c.show(r),
+              title: c.key === 'session' ? (r.session_id ?? '') : undefined
+            })
+          )
+        )
+      )
+    );
+    const foot = this.totals
+      ? el(
+          'tfoot',
+          {},
+          [
+            el(
+              'tr',
+              { className: 'jp-FlowerTable-totals' },
+              COLUMNS.map(c =>
+                el('td', {
+                  className: `jp-FlowerTable-col-${c.key}${c.numeric ? ' jp-mod-num' : ''}`,
+                  text: c.total(this.totals as ITotals, this.rows),
+                  attrs: { 'data-key': c.key }
+                })
+              )
+            )
+          ]
+        )
+      : null;
+    this.node.replaceChildren(el('thead', {}, [head]), body, ...(foot ? [foot] : []));
+  }
+}
