@@ -1,0 +1,155 @@
+"""需求.md, the frozen brief: four sections the clarify step writes and every later step reads.
+
+Sections (canonical heading → field): 目标 → ``goal``, 验收标准 → ``accept``, 边界 → ``bounds``,
+未知与假设 → ``unknowns``. The file is also where a person's later words go: ``append_section`` adds
+``## 唤醒时追加(HH:MM:SS)`` or ``## 运行中补充(HH:MM:SS)`` sections, whose headings are not
+canonical, so they never disturb the four-section parse.
+
+Guarantees:
+    - ``Brief.load`` never raises: a missing, unreadable or undecodable file is None (the clarify
+      step then runs again), a file without the four sections is an incomplete ``Brief``.
+    - ``write`` replaces the file atomically; ``append_section`` only ever appends.
+    - ``Brief.parse(b.to_markdown()) == b`` for bodies without headings or fences.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from datetime import datetime
+from pathlib import Path
+
+from flower_magic.core.durable import write_atomic
+from flower_magic.core.handoff import read_sections
+
+# field -> canonical heading, in document order
+SECTIONS: dict[str, str] = {
+    "goal": "目标",
+    "accept": "验收标准",
+    "bounds": "边界",
+    "unknowns": "未知与假设",
+}
+# heading -> field; read_sections tries the longest first, so 未知与假设 is never read as 未知
+ALIASES: dict[str, str] = {
+    "未知与假设": "unknowns",
+    "未知项与假设": "unknowns",
+    "未知项": "unknowns",
+    "已知未知": "unknowns",
+    "假设": "unknowns",
+    "未知": "unknowns",
+    "范围边界": "bounds",
+    "不做什么": "bounds",
+    "边界": "bounds",
+    "验收标准": "accept",
+    "验收条件": "accept",
+    "验收": "accept",
+    "目标": "goal",
+}
+
+TITLE = "# 需求确认书"
+EMPTY_BODY = "(未填)"
+WAKE_LABEL = "唤醒时追加"
+RUNTIME_LABEL = "运行中补充"
+APPEND_TITLE = "# 运行中的补充"
+
+
+@dataclass
+class Brief:
+    """The four sections of 需求.md.
+
+    Attributes:
+        goal: 目标, what is to be built and why.
+        accept: 验收标准, how to tell it is done.
+        bounds: 边界, what is out of scope.
+        unknowns: 未知与假设, open questions and the assumptions made instead.
+    """
+
+    goal: str = ""
+    accept: str = ""
+    bounds: str = ""
+    unknowns: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> Brief:
+        """Read a brief out of a model's reply or a 需求.md (see ``read_sections`` for the rules)."""
+        return cls(**read_sections(text or "", ALIASES))
+
+    @classmethod
+    def load(cls, path: Path) -> Brief | None:
+        """Read ``path``; None when it is missing, unreadable or not UTF-8."""
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+        return cls.parse(text)
+
+    def complete(self) -> bool:
+        """Whether all four sections have a body."""
+        return not self.missing()
+
+    def missing(self) -> list[str]:
+        """The canonical headings of the empty sections, in document order."""
+        return [SECTIONS[f.name] for f in fields(self) if not getattr(self, f.name).strip()]
+
+    def to_markdown(self) -> str:
+        """The 需求.md text."""
+        lines = [
+            TITLE,
+            "",
+            "> 由 clarify 步骤生成并**冻结**。要改需求就改这个文件;",
+            "> 想重新确认一遍,删掉它再跑。",
+            "",
+        ]
+        for name, heading in SECTIONS.items():
+            lines += [f"## {heading}", "", getattr(self, name).strip() or EMPTY_BODY, ""]
+        return "\n".join(lines)
+
+    def write(self, path: Path) -> None:
+        """Replace ``path`` with this brief, atomically.
+
+        Raises:
+            OSError: the folder cannot be written; the old file is untouched.
+        """
+        write_atomic(Path(path), self.to_markdown().encode("utf-8"))
+
+    def prompt_block(self) -> str:
+        """The non-empty sections as ``## <heading>\\n<body>``, blank-line separated: what later steps get."""
+        return "\n\n".join(
+            f"## {heading}\n{getattr(self, name).strip()}"
+            for name, heading in SECTIONS.items()
+            if getattr(self, name).strip()
+        )
+
+
+def append_section(path: Path, label: str, text: str, now: datetime | None = None) -> None:
+    """Append ``\\n## <label>(HH:MM:SS)\\n<text>\\n`` to ``path``; never rewrites what is there.
+
+    A file that does not exist yet is created with the title ``# 运行中的补充`` first.
+
+    Args:
+        path: the brief (需求.md).
+        label: ``WAKE_LABEL``, ``RUNTIME_LABEL`` or another non-canonical heading.
+        text: what the person said.
+        now: the time stamped on the heading; defaults to the local time.
+
+    Raises:
+        OSError: the file cannot be written.
+    """
+    stamp = (now or datetime.now()).strftime("%H:%M:%S")
+    section = f"\n## {label}({stamp})\n{text}\n".encode()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # O_EXCL decides "new file" and creates it in one step, so two appenders never both write a title.
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        data = (APPEND_TITLE + "\n").encode() + section
+    except FileExistsError:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        data = section
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,312 @@
+"""需求.md: parsing (aliases, decorations, fences, duplicates), writing, loading, appending."""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from flower_magic.workflow.brief import (
+    ALIASES,
+    RUNTIME_LABEL,
+    WAKE_LABEL,
+    Brief,
+    append_section,
+)
+
+FULL = Brief(goal="写一个 md 转 html 的脚本", accept="pytest 全绿", bounds="不做 GUI", unknowns="假设只要 CommonMark")
+
+CANONICAL = """# 需求确认书
+
+## 目标
+写一个 md 转 html 的脚本
+
+## 验收标准
+pytest 全绿
+
+## 边界
+不做 GUI
+
+## 未知与假设
+假设只要 CommonMark
+"""
+
+
+def test_parse_canonical() -> None:
+    brief = Brief.parse(CANONICAL)
+    assert brief == FULL
+    assert brief.complete() and brief.missing() == []
+
+
+@pytest.mark.parametrize(
+    ("heading", "field"),
+    [
+        ("未知与假设", "unknowns"),
+        ("未知项与假设", "unknowns"),
+        ("未知项", "unknowns"),
+        ("已知未知", "unknowns"),
+        ("假设", "unknowns"),
+        ("未知", "unknowns"),
+        ("范围边界", "bounds"),
+        ("不做什么", "bounds"),
+        ("边界", "bounds"),
+        ("验收标准", "accept"),
+        ("验收条件", "accept"),
+        ("验收", "accept"),
+        ("目标", "goal"),
+    ],
+)
+def test_every_alias(heading: str, field: str) -> None:
+    brief = Brief.parse(f"## {heading}\n内容\n")
+    assert getattr(brief, field) == "内容"
+    assert sum(bool(getattr(brief, f)) for f in ("goal", "accept", "bounds", "unknowns")) == 1
+    assert ALIASES[heading] == field
+
+
+def test_longest_alias_wins() -> None:
+    """未知与假设 must not be read as 未知 followed by a body "与假设"."""
+    assert Brief.parse("## 未知与假设\n有一个").unknowns == "有一个"
+    assert Brief.parse("**未知项与假设**:有一个").unknowns == "有一个"
+    assert Brief.parse("## 验收标准\n全绿").accept == "全绿"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "# 验收标准",
+        "## 验收标准",
+        "###### 验收标准",
+        "##验收标准",
+        "  ## 验收标准",
+        "## 验收标准 ##",
+        "**验收标准**",
+        "__验收标准__",
+        "## **验收标准**",
+        "2. 验收标准",
+        "2、验收标准",
+        "2) 验收标准",
+        "2）验收标准",
+        "## 2. 验收标准",
+        "**2. 验收标准**",
+        "2. **验收标准**",
+        "验收标准:",
+        "验收标准：",
+        "验收标准",
+        "## 验收标准:",
+        "**验收标准**:",
+        "**验收标准:**",
+        "**验收标准：**",
+        "## 验收标准(必须能自动检查)",
+        "## 验收标准（必须能自动检查）",
+    ],
+)
+def test_heading_decorations(line: str) -> None:
+    assert Brief.parse(f"{line}\npytest 全绿\n").accept == "pytest 全绿"
+
+
+@pytest.mark.parametrize(
+    ("line", "body"),
+    [
+        ("验收标准:pytest 全绿", "pytest 全绿"),
+        ("验收标准： pytest 全绿", "pytest 全绿"),
+        ("## 验收标准:pytest 全绿", "pytest 全绿"),
+        ("## 验收标准 pytest 全绿", "pytest 全绿"),
+        ("**验收标准**:pytest 全绿", "pytest 全绿"),
+        ("**验收标准:** pytest 全绿", "pytest 全绿"),
+        ("**验收标准:pytest 全绿**", "pytest 全绿"),
+        ("**验收标准** pytest 全绿", "pytest 全绿"),
+        ("3. 验收标准:pytest 全绿", "pytest 全绿"),
+    ],
+)
+def test_body_on_the_heading_line(line: str, body: str) -> None:
+    assert Brief.parse(line).accept == body
+    assert Brief.parse(f"{line}\n第二行").accept == f"{body}\n第二行"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "目标是写一个脚本",  # a sentence that starts with a heading word
+        "目标 写一个脚本",  # no decoration and no colon: a sentence
+        "## 目标用户\n程序员",  # another heading that starts with a heading word
+        "**目标说明**\n写一个脚本",
+        "- 目标:写一个脚本",  # a list item, not a heading
+        "> ## 目标\n写一个脚本",  # a quote
+    ],
+)
+def test_not_a_heading(text: str) -> None:
+    assert Brief.parse(text).goal == ""
+
+
+def test_fenced_blocks_are_ignored() -> None:
+    text = CANONICAL.replace(
+        "## 边界\n不做 GUI",
+        "## 边界\n不做 GUI\n```markdown\n## 目标\n假目标\n## 验收标准\n假标准\n```\n~~~\n## 边界\n假边界\n~~~",
+    )
+    assert Brief.parse(text) == FULL
+
+
+def test_fence_before_the_first_heading() -> None:
+    text = "```\n## 目标\n示例里的目标\n```\n" + CANONICAL
+    assert Brief.parse(text) == FULL
+
+
+def test_unclosed_fence_discards_the_rest() -> None:
+    text = "## 目标\n写脚本\n\n```python\nprint(1)\n## 验收标准\n全绿\n## 边界\n不做 GUI\n"
+    brief = Brief.parse(text)
+    assert brief == Brief(goal="写脚本")
+    assert brief.missing() == ["验收标准", "边界", "未知与假设"]
+
+
+def test_first_non_empty_duplicate_wins() -> None:
+    text = "## 目标\n\n## 目标\n第一个\n## 目标\n第二个\n## 验收\n(未填)\n## 验收标准\n全绿\n## 验收条件\n别的"
+    brief = Brief.parse(text)
+    assert brief.goal == "第一个"
+    assert brief.accept == "全绿"
+
+
+def test_body_cleaning() -> None:
+    text = "## 目标\n第一段\n\n\n\n\n第二段   \n---\n***\n- - -\n___\n第三段\n\n## 边界\n   \n\n不做 GUI\n\n\n"
+    brief = Brief.parse(text)
+    assert brief.goal == "第一段\n\n第二段\n第三段"
+    assert brief.bounds == "不做 GUI"
+
+
+def test_lists_in_bodies_survive() -> None:
+    brief = Brief.parse("## 验收标准\n- pytest 全绿\n- ruff 干净\n1. 有 README\n")
+    assert brief.accept == "- pytest 全绿\n- ruff 干净\n1. 有 README"
+
+
+def test_deeper_headings_stay_in_the_body_and_others_end_it() -> None:
+    text = "## 目标\n写脚本\n### 细节\n支持表格\n## 备注\n不属于任何一段\n# 附录\n也不属于"
+    assert Brief.parse(text).goal == "写脚本\n### 细节\n支持表格"
+    assert Brief.parse("**目标**\n写脚本\n## 备注\n不属于").goal == "写脚本"
+
+
+def test_appended_sections_do_not_disturb_the_parse(tmp_path: Path) -> None:
+    path = tmp_path / "需求.md"
+    FULL.write(path)
+    append_section(path, WAKE_LABEL, "顺便支持代码块高亮", now=datetime(2026, 1, 2, 3, 4, 5))
+    append_section(path, RUNTIME_LABEL, "## 目标\n换个目标", now=datetime(2026, 1, 2, 3, 4, 6))
+    assert Brief.load(path) == FULL
+    assert "\n## 唤醒时追加(03:04:05)\n顺便支持代码块高亮\n" in path.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "随便写的一段话,没有任何标题。",
+        "\x00\x01\x02 garbage \ufffd\ufffd",
+        "## 目标\n(未填)\n## 验收标准\n(未填)\n## 边界\n(未填)\n## 未知与假设\n(未填)",
+        "# 需求确认书\n\n> 由 clarify 步骤生成",
+        "## 目标\n写脚本\n## 验收标准\n全绿\n## 边界\n不做 GUI",  # three of four
+    ],
+)
+def test_incomplete(text: str) -> None:
+    assert not Brief.parse(text).complete()
+
+
+def test_missing_names_in_order() -> None:
+    assert Brief().missing() == ["目标", "验收标准", "边界", "未知与假设"]
+    assert Brief(goal="x", bounds="  ").missing() == ["验收标准", "边界", "未知与假设"]
+    assert Brief(goal="a", accept="b", bounds="c", unknowns="d").missing() == []
+
+
+def test_to_markdown_format() -> None:
+    text = Brief(goal="写脚本", bounds="不做 GUI").to_markdown()
+    assert text.splitlines()[:5] == [
+        "# 需求确认书",
+        "",
+        "> 由 clarify 步骤生成并**冻结**。要改需求就改这个文件;",
+        "> 想重新确认一遍,删掉它再跑。",
+        "",
+    ]
+    assert "## 目标\n\n写脚本\n\n## 验收标准\n\n(未填)\n\n## 边界\n\n不做 GUI\n\n## 未知与假设\n\n(未填)\n" in text
+    assert text.endswith("(未填)\n")
+
+
+def test_write_and_load(tmp_path: Path) -> None:
+    path = tmp_path / "notes" / "需求.md"
+    FULL.write(path)
+    assert Brief.load(path) == FULL
+    assert Brief.load(path).complete()  # type: ignore[union-attr]
+    Brief(goal="只有目标").write(path)
+    assert Brief.load(path) == Brief(goal="只有目标")
+    assert sorted(p.name for p in path.parent.iterdir()) == ["需求.md"]  # no temp file left
+
+
+def test_load_missing_unreadable_undecodable(tmp_path: Path) -> None:
+    assert Brief.load(tmp_path / "nope.md") is None
+    assert Brief.load(tmp_path) is None  # a directory
+    bad = tmp_path / "bad.md"
+    bad.write_bytes(b"## \xe7\x9b\xae\xe6\xa0\x87\n\xff\xfe\xfd not utf-8")
+    assert Brief.load(bad) is None
+    garbled = tmp_path / "garbled.md"
+    garbled.write_bytes(os.urandom(0) + "噪声 ### ``` ## 目".encode())
+    loaded = Brief.load(garbled)
+    assert loaded is not None and not loaded.complete()
+
+
+def test_prompt_block() -> None:
+    assert FULL.prompt_block() == (
+        "## 目标\n写一个 md 转 html 的脚本\n\n## 验收标准\npytest 全绿\n\n"
+        "## 边界\n不做 GUI\n\n## 未知与假设\n假设只要 CommonMark"
+    )
+    assert Brief(accept="全绿", unknowns=" ").prompt_block() == "## 验收标准\n全绿"
+    assert Brief().prompt_block() == ""
+
+
+def test_append_section_creates_the_file_with_a_title(tmp_path: Path) -> None:
+    path = tmp_path / "notes" / "需求.md"
+    append_section(path, RUNTIME_LABEL, "加一条:支持表格", now=datetime(2026, 5, 6, 7, 8, 9))
+    assert path.read_text(encoding="utf-8") == "# 运行中的补充\n\n## 运行中补充(07:08:09)\n加一条:支持表格\n"
+    append_section(path, WAKE_LABEL, "再加一条", now=datetime(2026, 5, 6, 23, 59, 0))
+    assert path.read_text(encoding="utf-8") == (
+        "# 运行中的补充\n\n## 运行中补充(07:08:09)\n加一条:支持表格\n\n## 唤醒时追加(23:59:00)\n再加一条\n"
+    )
+
+
+def test_append_section_only_appends(tmp_path: Path) -> None:
+    path = tmp_path / "需求.md"
+    original = FULL.to_markdown().encode("utf-8") + b"no trailing newline"
+    path.write_bytes(original)
+    append_section(path, WAKE_LABEL, "顺便支持代码块高亮")
+    data = path.read_bytes()
+    assert data.startswith(original)
+    assert b"# \xe8\xbf\x90" not in data[len(original) :]  # no "# 运行中的补充" title on an existing file
+    assert re.fullmatch(r"\n## 唤醒时追加\(\d\d:\d\d:\d\d\)\n顺便支持代码块高亮\n", data[len(original) :].decode())
+
+
+# --- property: to_markdown -> parse is the identity -------------------------------------------
+
+_ALPHABET = "目标验收标准边界未知与假设项范围不做什么条件已知写一个脚本支持表格 abcXY0123456789.,、()（）!?-+>|"
+_HEADING_WORD_RE = re.compile(
+    r"^\s*(?:\d{1,3}\s*[.、)）]\s*)?(?:" + "|".join(sorted(ALIASES, key=len, reverse=True)) + ")"
+)
+_RULE_RE = re.compile(r"^\s*-(?:\s*-){2,}\s*$")
+PLACEHOLDER_BODIES = {"(未填)", "(空)", "(无)", "(暂无)", "（未填）", "（空）", "（无）", "（暂无）"}
+
+
+def _plain_line(line: str) -> bool:
+    return not _HEADING_WORD_RE.match(line) and not _RULE_RE.match(line)
+
+
+lines = st.text(_ALPHABET, min_size=1, max_size=24).map(str.strip).filter(bool).filter(_plain_line)
+bodies = (
+    st.lists(st.one_of(lines, st.just("")), max_size=6)
+    .map("\n".join)
+    .filter(lambda b: b == b.strip() and "\n\n\n" not in b and b not in PLACEHOLDER_BODIES)
+)
+
+
+@settings(database=None, max_examples=150, deadline=None)
+@given(goal=bodies, accept=bodies, bounds=bodies, unknowns=bodies)
+def test_round_trip(goal: str, accept: str, bounds: str, unknowns: str) -> None:
+    brief = Brief(goal=goal, accept=accept, bounds=bounds, unknowns=unknowns)
+    assert Brief.parse(brief.to_markdown()) == brief
