@@ -30,7 +30,8 @@ from flower_magic.core import manifest
 from flower_magic.core.agent import AgentSpec, build_options
 from flower_magic.core.errors import CredentialsError, ensure_dir, has_credentials
 from flower_magic.core.events import Event, Sink, normalize, session_id_of
-from flower_magic.core.handoff import CompactPolicy, HandoffPolicy
+from flower_magic.core.compact import CompactPolicy
+from flower_magic.core.handoff import HandoffPolicy
 from flower_magic.core.project import config_dir, local_transcript, project_key
 from flower_magic.core.resilience import Resilience, classify, cli_retry_env
 
