@@ -27,11 +27,10 @@ from flower_magic.core.handoff import (
     handoff_prompt,
     is_overflow,
     model_mismatch,
-    read_sections,
     remember_overflow,
     safe_step,
-    strip_fences,
 )
+from flower_magic.core.sections import read_sections, strip_fences
 
 SAMPLE = """好的,交接如下。
 

@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 
 from flower_magic.core.durable import write_atomic
-from flower_magic.core.handoff import read_sections
+from flower_magic.core.sections import read_sections
 
 # field -> canonical heading, in document order
 SECTIONS: dict[str, str] = {

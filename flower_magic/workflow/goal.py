@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from flower_magic.core.durable import write_atomic
-from flower_magic.core.handoff import read_sections
+from flower_magic.core.sections import read_sections
 
 ALIASES: dict[str, str] = {
     "目标": "statement",

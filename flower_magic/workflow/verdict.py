@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from flower_magic.core.handoff import read_sections
+from flower_magic.core.sections import read_sections
 from flower_magic.workflow.goal import list_items
 
 ACHIEVED = "achieved"
