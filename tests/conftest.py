@@ -29,8 +29,11 @@ def child_env(fake_api: FakeAnthropic, tmp_path: Path) -> Iterator[dict[str, str
     """A full environment for a child process that talks to ``fake_api`` with a throw-away HOME."""
     home = tmp_path / "home"
     home.mkdir()
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_MODEL", "FLOWER_WINDOW")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_MODEL", "FLOWER_WINDOW")
+    }
     env.update(fake_api.env(home))
     env["PYTHONUNBUFFERED"] = "1"
     yield env

@@ -17,8 +17,9 @@ def write_script(path: Path, body: str) -> Path:
 
 def run_script(script: Path, *, cwd: Path, env: dict[str, str], timeout: float = 120) -> dict[str, Any]:
     """Run a Python script in a new OS process; its last stdout line must be a JSON object."""
-    proc = subprocess.run([sys.executable, str(script)], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
     if proc.returncode != 0:
         raise AssertionError(f"{script.name} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
     last = proc.stdout.strip().splitlines()[-1]

@@ -43,8 +43,28 @@ CHILD = """
 
 # Moments after the id appeared (s): inside the first 0.1 s nothing has reached the store yet;
 # later ones land before, during and after the tool call, and while the final answer is delayed.
-KILL_AFTER_S = [0.0, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15, 0.2,
-                0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.95, 1.1, 1.25, 1.4]
+KILL_AFTER_S = [
+    0.0,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.6,
+    0.7,
+    0.8,
+    0.95,
+    1.1,
+    1.25,
+    1.4,
+]
 
 
 def _has_tool_result(req: Request) -> bool:
@@ -55,9 +75,10 @@ def _has_tool_result(req: Request) -> bool:
 
 def _script_replies(api: FakeAnthropic, seed: Path) -> None:
     # Every run (killed or not) is answered the same way: read the file, then (slowly) answer.
-    api.add(tool_use("Read", {"file_path": str(seed)}, match=lambda r: not _has_tool_result(r), times=None,
-                     delay_s=0.4),
-            text("向日葵", match=_has_tool_result, times=None, delay_s=0.9))
+    api.add(
+        tool_use("Read", {"file_path": str(seed)}, match=lambda r: not _has_tool_result(r), times=None, delay_s=0.4),
+        text("向日葵", match=_has_tool_result, times=None, delay_s=0.9),
+    )
 
 
 def _lineage(ws: Path) -> dict[str, object]:
@@ -65,8 +86,7 @@ def _lineage(ws: Path) -> dict[str, object]:
 
 
 @pytest.mark.slow
-def test_kill_minus_nine_then_same_session(fake_api: FakeAnthropic, child_env: dict[str, str],
-                                           tmp_path: Path) -> None:
+def test_kill_minus_nine_then_same_session(fake_api: FakeAnthropic, child_env: dict[str, str], tmp_path: Path) -> None:
     report = []
     for i, delay in enumerate(KILL_AFTER_S):
         ws = tmp_path / f"ws{i}"
@@ -77,8 +97,14 @@ def test_kill_minus_nine_then_same_session(fake_api: FakeAnthropic, child_env: d
         fake_api.clear()
         _script_replies(fake_api, seed)
 
-        proc = subprocess.Popen([sys.executable, str(script)], cwd=ws, env=child_env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, str(script)],
+            cwd=ws,
+            env=child_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         assert proc.stdout is not None
         line = proc.stdout.readline()
         assert line.startswith("SID "), f"child said {line!r}; stderr: {proc.stderr.read() if proc.stderr else ''}"
@@ -100,8 +126,9 @@ def test_kill_minus_nine_then_same_session(fake_api: FakeAnthropic, child_env: d
             store.close()
 
         n_before = len(fake_api.requests)
-        out = subprocess.run([sys.executable, str(script)], cwd=ws, env=child_env, capture_output=True, text=True,
-                             timeout=120)
+        out = subprocess.run(
+            [sys.executable, str(script)], cwd=ws, env=child_env, capture_output=True, text=True, timeout=120
+        )
         assert out.returncode == 0, out.stderr
         final = json.loads(out.stdout.strip().splitlines()[-1])
         assert final["ok"], final

@@ -39,8 +39,9 @@ SEED_EXAMPLE = """
 
 
 @pytest.mark.slow
-def test_seed_example_continues_across_processes(fake_api: FakeAnthropic, child_env: dict[str, str],
-                                                  workspace: Path) -> None:
+def test_seed_example_continues_across_processes(
+    fake_api: FakeAnthropic, child_env: dict[str, str], workspace: Path
+) -> None:
     (workspace / "seed.txt").write_text("向日葵\n", encoding="utf-8")
     script = write_script(workspace / "seed_example.py", SEED_EXAMPLE)
     fake_api.add(tool_use("Read", {"file_path": str(workspace / "seed.txt")}), text("向日葵"))

@@ -32,18 +32,21 @@ async def _run(wf: Workflow, ws: Path, run_dir: Path | None = None) -> dict[str,
 
 
 def _two_steps() -> Workflow:
-    return Workflow([
-        Step("调研", SPEC, "调研一下。"),
-        Step("干活", SPEC, "照需求做:写个脚本。", resume_prompt="接着做。"),
-    ])
+    return Workflow(
+        [
+            Step("调研", SPEC, "调研一下。"),
+            Step("干活", SPEC, "照需求做:写个脚本。", resume_prompt="接着做。"),
+        ]
+    )
 
 
 def _lineage(run_dir: Path) -> dict[str, Any]:
     return dict(json.loads((run_dir / "lineage.json").read_text(encoding="utf-8")))
 
 
-async def test_second_process_resumes_each_step(fake_api: FakeAnthropic, fake_api_env: dict[str, str],
-                                                workspace: Path) -> None:
+async def test_second_process_resumes_each_step(
+    fake_api: FakeAnthropic, fake_api_env: dict[str, str], workspace: Path
+) -> None:
     """[1] and [5]: fresh sessions first, then each step continues its own, with resume_prompt."""
     fake_api.add(text("调研完了"), text("写好了"))
     ctx = await _run(_two_steps(), workspace)
@@ -67,8 +70,9 @@ async def test_second_process_resumes_each_step(fake_api: FakeAnthropic, fake_ap
     assert research.last_user_text.strip().endswith("调研一下。")
 
 
-async def test_copied_directory_starts_fresh(fake_api: FakeAnthropic, fake_api_env: dict[str, str],
-                                             tmp_path: Path) -> None:
+async def test_copied_directory_starts_fresh(
+    fake_api: FakeAnthropic, fake_api_env: dict[str, str], tmp_path: Path
+) -> None:
     """[2] Same run dir, other workspace (the directory was copied): no resume, no error."""
     ws_a, ws_b = tmp_path / "a", tmp_path / "b"
     ws_a.mkdir()
@@ -85,8 +89,9 @@ async def test_copied_directory_starts_fresh(fake_api: FakeAnthropic, fake_api_e
     assert kept and str(ws_a) in kept[0].read_text(encoding="utf-8")
 
 
-async def test_session_missing_from_store_is_not_resumed(fake_api: FakeAnthropic, fake_api_env: dict[str, str],
-                                                        workspace: Path) -> None:
+async def test_session_missing_from_store_is_not_resumed(
+    fake_api: FakeAnthropic, fake_api_env: dict[str, str], workspace: Path
+) -> None:
     """[3] sessions.db lost: the lineage id is not resumed (and the step still runs, without error)."""
     fake_api.add(text("一"), text("二"))
     ctx = await _run(Workflow([Step("干活", SPEC, "做。")]), workspace)
@@ -100,8 +105,9 @@ async def test_session_missing_from_store_is_not_resumed(fake_api: FakeAnthropic
     assert ctx2["_sessions"]["干活"] == sid
 
 
-async def test_gate_sessions_never_enter_lineage(fake_api: FakeAnthropic, fake_api_env: dict[str, str],
-                                                 workspace: Path) -> None:
+async def test_gate_sessions_never_enter_lineage(
+    fake_api: FakeAnthropic, fake_api_env: dict[str, str], workspace: Path
+) -> None:
     """[4] and [4b]: a judge run from the gate on the same runtime is always a new session and is
     never recorded; the gate sees no lineage hook attached."""
     judge = AgentSpec(name="判定", instructions="判定。", allowed_tools=[])
@@ -133,9 +139,11 @@ async def test_gate_sessions_never_enter_lineage(fake_api: FakeAnthropic, fake_a
     assert not set(judge_ids) & set(lin["steps"].values())
 
 
-async def test_resume_from_follows_this_run(fake_api: FakeAnthropic, fake_api_env: dict[str, str],
-                                            workspace: Path) -> None:
+async def test_resume_from_follows_this_run(
+    fake_api: FakeAnthropic, fake_api_env: dict[str, str], workspace: Path
+) -> None:
     """[6] resume_from continues the session the named step produced in this run, never lineage."""
+
     def flow() -> Workflow:
         return Workflow([Step("方案", SPEC, "出方案。"), Step("实现", SPEC, "照方案实现。", resume_from="方案")])
 
@@ -150,17 +158,20 @@ async def test_resume_from_follows_this_run(fake_api: FakeAnthropic, fake_api_en
     assert "再实现" not in fake_api.requests[2].all_text and "方案A不变" in fake_api.requests[3].all_text
 
 
-async def test_resume_from_a_skipped_step_is_an_error(fake_api: FakeAnthropic, fake_api_env: dict[str, str],
-                                                      workspace: Path) -> None:
-    wf = Workflow([Step("方案", SPEC, "出方案。", when=lambda ctx: False),
-                   Step("实现", SPEC, "实现。", resume_from="方案")])
+async def test_resume_from_a_skipped_step_is_an_error(
+    fake_api: FakeAnthropic, fake_api_env: dict[str, str], workspace: Path
+) -> None:
+    wf = Workflow(
+        [Step("方案", SPEC, "出方案。", when=lambda ctx: False), Step("实现", SPEC, "实现。", resume_from="方案")]
+    )
     with pytest.raises(ValueError, match="没有产生 session"):
         await _run(wf, workspace)
     assert fake_api.requests == []
 
 
-async def test_manifest_merges_two_runtimes(fake_api: FakeAnthropic, fake_api_env: dict[str, str],
-                                            workspace: Path) -> None:
+async def test_manifest_merges_two_runtimes(
+    fake_api: FakeAnthropic, fake_api_env: dict[str, str], workspace: Path
+) -> None:
     """[7] two runtimes on one run dir: both rows kept, in order; re-persisting never duplicates."""
     fake_api.add(text("一"), text("二"), text("三"))
     rt1, rt2 = _rt(workspace), _rt(workspace)
@@ -180,8 +191,9 @@ async def test_manifest_merges_two_runtimes(fake_api: FakeAnthropic, fake_api_en
         rt2.close()
 
 
-async def test_retries_gate_labels_and_reduce(fake_api: FakeAnthropic, fake_api_env: dict[str, str],
-                                             workspace: Path) -> None:
+async def test_retries_gate_labels_and_reduce(
+    fake_api: FakeAnthropic, fake_api_env: dict[str, str], workspace: Path
+) -> None:
     """Attempt labels (#retryN without on_reject, #roundN with it), gate calls, reduce and on_fail."""
     calls: list[str] = []
 
@@ -190,10 +202,13 @@ async def test_retries_gate_labels_and_reduce(fake_api: FakeAnthropic, fake_api_
         return result.text == "好"
 
     fake_api.add(text("差"), text("差"), text("好"), text("差"), text("好"))
-    wf = Workflow([
-        Step("A", SPEC, "做A。", retries=2, gate=gate, reduce=lambda r, c: r.text * 2),
-        Step("B", SPEC, "做B。", retries=1, gate=gate, on_reject=lambda r, c: "再改改。"),
-    ], continuous=False)
+    wf = Workflow(
+        [
+            Step("A", SPEC, "做A。", retries=2, gate=gate, reduce=lambda r, c: r.text * 2),
+            Step("B", SPEC, "做B。", retries=1, gate=gate, on_reject=lambda r, c: "再改改。"),
+        ],
+        continuous=False,
+    )
     ctx = await _run(wf, workspace)
     assert calls == ["A", "A#retry1", "A#retry2", "B", "B#round2"]
     assert ctx["A"] == "好好" and ctx["B"] == "好"

@@ -38,8 +38,10 @@ class PathError(FlowerError, OSError):
     def __init__(self, role: str, path: Path, reason: str) -> None:
         self.role = role
         self.path = path
-        super().__init__(f"Cannot use {path} as the {role}: {reason}. Choose another directory "
-                         f"({'-w/--workspace' if role == 'workspace' else '-r/--run-dir'}).")
+        super().__init__(
+            f"Cannot use {path} as the {role}: {reason}. Choose another directory "
+            f"({'-w/--workspace' if role == 'workspace' else '-r/--run-dir'})."
+        )
 
 
 def has_credentials(environ: dict[str, str] | os._Environ[str] | None = None) -> bool:

@@ -101,8 +101,15 @@ def _assistant(msg: Any) -> list[Event]:
         elif kind == "ThinkingBlock":
             out.append(Event("thinking", block.thinking, payload=payload, raw=msg))
         elif kind == "ToolUseBlock":
-            out.append(Event("tool_call", tool_summary(block.name, block.input), tool=block.name,
-                             payload=dict(payload, id=block.id, input=block.input), raw=msg))
+            out.append(
+                Event(
+                    "tool_call",
+                    tool_summary(block.name, block.input),
+                    tool=block.name,
+                    payload=dict(payload, id=block.id, input=block.input),
+                    raw=msg,
+                )
+            )
         else:
             out.append(Event("unknown", "", payload=dict(payload, block=kind), raw=msg))
     if not out and ctx:
@@ -121,9 +128,14 @@ def _user(msg: Any) -> list[Event]:
     for block in msg.content:
         kind = type(block).__name__
         if kind == "ToolResultBlock":
-            out.append(Event("tool_result", _result_text(block.content)[:TOOL_RESULT_CHARS],
-                             payload=dict(base, tool_use_id=block.tool_use_id, is_error=bool(block.is_error)),
-                             raw=msg))
+            out.append(
+                Event(
+                    "tool_result",
+                    _result_text(block.content)[:TOOL_RESULT_CHARS],
+                    payload=dict(base, tool_use_id=block.tool_use_id, is_error=bool(block.is_error)),
+                    raw=msg,
+                )
+            )
         elif kind == "TextBlock":
             out.append(Event("prompt", block.text, payload=base, raw=msg))
     return out
@@ -133,17 +145,34 @@ def _system(msg: Any) -> list[Event]:
     name = type(msg).__name__
     data = msg.data if isinstance(msg.data, dict) else {}
     if name == "MirrorErrorMessage":
-        return [Event("error", f"session store: {data.get('error') or getattr(msg, 'error', '')}",
-                      payload={"mirror": True}, raw=msg)]
+        return [
+            Event(
+                "error",
+                f"session store: {data.get('error') or getattr(msg, 'error', '')}",
+                payload={"mirror": True},
+                raw=msg,
+            )
+        ]
     if name.startswith("Task") and name.endswith("Message"):
         return [Event("task", "", payload={"kind": name, **_plain(data)}, raw=msg)]
     if msg.subtype == "compact_boundary":
         meta = data.get("compact_metadata") or {}
         pre, post = meta.get("pre_tokens"), meta.get("post_tokens")
         trigger = meta.get("trigger", "")
-        return [Event("reset", f"压缩({trigger}) {pre} → {post} tokens",
-                      payload={"trigger": trigger, "pre_tokens": pre, "post_tokens": post,
-                               "micro": False, "subtype": msg.subtype}, raw=msg)]
+        return [
+            Event(
+                "reset",
+                f"压缩({trigger}) {pre} → {post} tokens",
+                payload={
+                    "trigger": trigger,
+                    "pre_tokens": pre,
+                    "post_tokens": post,
+                    "micro": False,
+                    "subtype": msg.subtype,
+                },
+                raw=msg,
+            )
+        ]
     if msg.subtype == "init":
         keep = ("session_id", "model", "cwd", "permissionMode", "claude_code_version", "tools")
         return [Event("system", "init", payload={k: data.get(k) for k in keep if k in data}, raw=msg)]

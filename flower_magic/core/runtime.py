@@ -299,9 +299,14 @@ class Runtime:
                     words = self._take_interrupt()
                     if not result.session_id:
                         break
-                    self._emit(on_event, Event("retry", "已打断,带着你的话续跑" if words else "已打断,继续跑",
-                                               payload={"step": result.step, "attempt": attempt,
-                                                        "interrupt": True}))
+                    self._emit(
+                        on_event,
+                        Event(
+                            "retry",
+                            "已打断,带着你的话续跑" if words else "已打断,继续跑",
+                            payload={"step": result.step, "attempt": attempt, "interrupt": True},
+                        ),
+                    )
                     head = INTERRUPT_WITH_WORDS.format(said=words) if words else INTERRUPT_SILENT
                     plan = self._continue(result, f"{head}\n\n{INTERRUPT_NOTE}")
                     attempt -= 1
@@ -317,13 +322,20 @@ class Runtime:
                     continue
                 if not await self._retry_wait(result, attempt, on_event):
                     break
-                plan = (self._continue(result, self.resilience.resume_prompt) if result.session_id
-                        else replace(plan, resume=None, fork=False, resume_at=None))
+                plan = (
+                    self._continue(result, self.resilience.resume_prompt)
+                    if result.session_id
+                    else replace(plan, resume=None, fork=False, resume_at=None)
+                )
         except BaseException as exc:
             result.ok = False
-            result.error = result.error or (CANCELLED if isinstance(exc, asyncio.CancelledError) else
-                                            f"{type(exc).__name__}: {exc}" if isinstance(exc, Exception)
-                                            else INTERRUPTED)
+            result.error = result.error or (
+                CANCELLED
+                if isinstance(exc, asyncio.CancelledError)
+                else f"{type(exc).__name__}: {exc}"
+                if isinstance(exc, Exception)
+                else INTERRUPTED
+            )
             raise
         finally:
             result.ended_at = time.time()
@@ -374,8 +386,12 @@ class Runtime:
         return is_overflow(result.error or "", *result.errors[fresh:])
 
     def _handoff_due(self, result: StepResult) -> bool:
-        return (self.handoff.enabled and not self._writing_handoff and result.session_id is not None
-                and self._watermark >= self.handoff.at)
+        return (
+            self.handoff.enabled
+            and not self._writing_handoff
+            and result.session_id is not None
+            and self._watermark >= self.handoff.at
+        )
 
     # -- one attempt -----------------------------------------------------------------------------
 
@@ -428,8 +444,9 @@ class Runtime:
                     self._send_cli_interrupt()
                 for event in normalize(message):
                     self._take_event(event, result, texts, on_event)
-                stop = INTERRUPTED if self._interrupt is not None else \
-                    HANDOFF_DUE if self._handoff_due(result) else None
+                stop = (
+                    INTERRUPTED if self._interrupt is not None else HANDOFF_DUE if self._handoff_due(result) else None
+                )
                 if stop is not None:
                     await self._wind_down(client, result, texts, on_event)
                     result.ok, result.error = False, stop
@@ -503,20 +520,36 @@ class Runtime:
         policy = self.handoff
         if policy.enabled and not self._warned and self._watermark >= policy.warn_at:
             self._warned = True
-            self._emit(on_event, Event("handoff", f"上下文 {ctx / 1000:.1f}K,接近交接线 {policy.at / 1000:.0f}K",
-                                       payload={"phase": "near", "step": result.step, "context": ctx,
-                                                "window": policy.window, "at": policy.at}))
+            self._emit(
+                on_event,
+                Event(
+                    "handoff",
+                    f"上下文 {ctx / 1000:.1f}K,接近交接线 {policy.at / 1000:.0f}K",
+                    payload={
+                        "phase": "near",
+                        "step": result.step,
+                        "context": ctx,
+                        "window": policy.window,
+                        "at": policy.at,
+                    },
+                ),
+            )
 
     def _check_model(self, served: str, on_event: Sink | None) -> None:
         from flower_magic.core.handoff import model_mismatch
 
         self._model_checked = True
-        want = self.env.get("ANTHROPIC_MODEL") or os.environ.get("ANTHROPIC_MODEL") or \
-            os.environ.get("ANTHROPIC_DEFAULT_OPUS_MODEL") or ""
+        want = (
+            self.env.get("ANTHROPIC_MODEL")
+            or os.environ.get("ANTHROPIC_MODEL")
+            or os.environ.get("ANTHROPIC_DEFAULT_OPUS_MODEL")
+            or ""
+        )
         warning = model_mismatch(want, served) if want else None
         if warning:
-            self._emit(on_event, Event("error", warning, payload={"model_mismatch": True, "want": want,
-                                                                  "served": served}))
+            self._emit(
+                on_event, Event("error", warning, payload={"model_mismatch": True, "want": want, "served": served})
+            )
 
     @staticmethod
     def _emit(sink: Sink | None, event: Event) -> None:

@@ -25,8 +25,13 @@ def notes_dir(workspace: str | Path) -> Path:
     return Path(workspace).expanduser().resolve() / WORKBENCH_DIRNAME / "notes"
 
 
-def wake_state(workspace: str | Path = ".", *, run_dir: str | Path = "runs", brief_name: str = BRIEF_NAME,
-               goal_name: str = GOAL_NAME) -> dict[str, Any]:
+def wake_state(
+    workspace: str | Path = ".",
+    *,
+    run_dir: str | Path = "runs",
+    brief_name: str = BRIEF_NAME,
+    goal_name: str = GOAL_NAME,
+) -> dict[str, Any]:
     """What a run in ``workspace`` would wake up to.
 
     Args:

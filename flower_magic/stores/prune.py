@@ -27,7 +27,10 @@ import copy
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from flower_magic.stores.sqlite import SqliteSessionStore
 
 Entry = dict[str, Any]
 
@@ -146,9 +149,17 @@ def prune(entries: list[Entry], policy: PrunePolicy | None = None) -> PruneResul
         uid = entry.get("uuid")
         content = _content(entry)
         if dead and content is not None:
-            kept = [b for b in content if not (isinstance(b, dict) and (
-                (b.get("type") == "tool_use" and b.get("id") in dead)
-                or (b.get("type") == "tool_result" and b.get("tool_use_id") in dead)))]
+            kept = [
+                b
+                for b in content
+                if not (
+                    isinstance(b, dict)
+                    and (
+                        (b.get("type") == "tool_use" and b.get("id") in dead)
+                        or (b.get("type") == "tool_result" and b.get("tool_use_id") in dead)
+                    )
+                )
+            ]
             if len(kept) != len(content):
                 entry["message"]["content"] = kept
                 entry.pop("toolUseResult", None)
@@ -228,8 +239,12 @@ def _heal(entries: list[Entry], text: str, added: list[str]) -> list[Entry]:
         if not pending:
             continue
         nxt = entries[i + 1] if i + 1 < len(entries) else None
-        same_message = (nxt is not None and nxt.get("type") == "assistant"
-                        and _msg_id(nxt) is not None and _msg_id(nxt) == _msg_id(entry))
+        same_message = (
+            nxt is not None
+            and nxt.get("type") == "assistant"
+            and _msg_id(nxt) is not None
+            and _msg_id(nxt) == _msg_id(entry)
+        )
         if same_message:
             continue  # heal after the last block of this assistant message
         heal: Entry = {
@@ -238,10 +253,14 @@ def _heal(entries: list[Entry], text: str, added: list[str]) -> list[Entry]:
             "uuid": "heal-" + secrets.token_hex(6),
             "parentUuid": entry.get("uuid"),
             "timestamp": entry.get("timestamp"),
-            "message": {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": tid, "content": text, "is_error": False} for tid in pending]},
+            "message": {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": tid, "content": text, "is_error": False} for tid in pending
+                ],
+            },
         }
-        for later in entries[i + 1:]:
+        for later in entries[i + 1 :]:
             if later.get("parentUuid") == entry.get("uuid"):
                 later["parentUuid"] = heal["uuid"]
                 break
@@ -268,8 +287,9 @@ def _seal(entries: list[Entry], added: list[str]) -> list[Entry]:
     leaf = _last_message(entries)
     if leaf is None or leaf.get("type") != "user":
         return entries
-    tail = next((e for e in reversed(entries) if e.get("uuid") and "parentUuid" in e and not e.get("isSidechain")),
-                leaf)
+    tail = next(
+        (e for e in reversed(entries) if e.get("uuid") and "parentUuid" in e and not e.get("isSidechain")), leaf
+    )
     seal: Entry = {
         **_outer(leaf),
         "type": "assistant",
@@ -277,10 +297,119 @@ def _seal(entries: list[Entry], added: list[str]) -> list[Entry]:
         "parentUuid": tail.get("uuid"),
         "timestamp": leaf.get("timestamp"),
         "isApiErrorMessage": True,
-        "message": {"id": "seal-" + secrets.token_hex(6), "type": "message", "role": "assistant",
-                    "model": SYNTHETIC_MODEL, "content": [{"type": "text", "text": SEAL_TEXT}],
-                    "stop_reason": "stop_sequence", "stop_sequence": "",
-                    "usage": {"input_tokens": 0, "output_tokens": 0}},
+        "message": {
+            "id": "seal-" + secrets.token_hex(6),
+            "type": "message",
+            "role": "assistant",
+            "model": SYNTHETIC_MODEL,
+            "content": [{"type": "text", "text": SEAL_TEXT}],
+            "stop_reason": "stop_sequence",
+            "stop_sequence": "",
+            "usage": {"input_tokens": 0, "output_tokens": 0},
+        },
     }
     added.append(seal["uuid"])
     return [*entries, seal]
+
+
+# -- the store the Runtime uses -----------------------------------------------------------------------
+
+
+@dataclass
+class ResumeView:
+    """A transcript as the model would get it on resume, and what changed (entry uuids)."""
+
+    entries: list[Entry]
+    dropped: set[str] = field(default_factory=set)
+    rewritten: set[str] = field(default_factory=set)
+    added: set[str] = field(default_factory=set)
+    report: dict[str, Any] = field(default_factory=dict)
+
+
+def resume_view(
+    entries: list[Entry],
+    *,
+    workspace: Path,
+    trim: Any = False,
+    ephemeral: Any = True,
+    prune_policy: PrunePolicy | None = None,
+    write: bool = False,
+) -> ResumeView:
+    """Apply expiry, trimming (when on) and pruning, in that order, to a copy of ``entries``.
+
+    Args:
+        trim: a ``TrimPolicy`` or a bool.
+        ephemeral: an ``EphemeralPolicy`` or a bool.
+        write: write spill files (a resume does; a read-only viewer does not).
+    """
+    from flower_magic.stores.trim import EphemeralPolicy, TrimPolicy, expire
+    from flower_magic.stores.trim import trim as trim_entries
+
+    work = [copy.deepcopy(e) for e in entries]
+    eph = ephemeral if isinstance(ephemeral, EphemeralPolicy) else EphemeralPolicy(enabled=bool(ephemeral))
+    tp = trim if isinstance(trim, TrimPolicy) else TrimPolicy(enabled=bool(trim))
+    rewritten: set[str] = set()
+    report: dict[str, Any] = {"expired": 0, "cleared": 0, "kept": 0, "chars_saved": 0}
+    if eph.enabled:
+        work, expired = expire(work, eph)
+        rewritten.update(expired)
+        report["expired"] = len(expired)
+    if tp.enabled:
+        work, trim_report = trim_entries(work, tp, workspace, write=write)
+        rewritten.update(trim_report.pop("rewritten"))
+        report.update(trim_report)
+    pruned = prune(work, prune_policy)
+    report.update(pruned=len(pruned.dropped), denials_dropped=pruned.denials_dropped, healed=len(pruned.added))
+    dropped = set(pruned.dropped)
+    return ResumeView(
+        entries=pruned.entries,
+        dropped=dropped,
+        rewritten=(rewritten | set(pruned.rewritten)) - dropped,
+        added=set(pruned.added),
+        report=report,
+    )
+
+
+class PruningSessionStore(SqliteSessionStore):
+    """sessions.db with pruning (and expiry, and optional trimming) applied on ``load()`` only.
+
+    Args:
+        path: the SQLite file.
+        workspace: where spill files go (``<workspace>/.flower/spill``).
+        trim: ``TrimPolicy`` or bool (off by default; the ``flower`` front ends turn it on).
+        ephemeral: ``EphemeralPolicy`` or bool (on by default).
+        keep_denials: denied calls kept in resumed context.
+        prune: a full ``PrunePolicy`` (overrides ``keep_denials``).
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        workspace: str | Path,
+        trim: Any = False,
+        ephemeral: Any = True,
+        keep_denials: int = 1,
+        prune: PrunePolicy | None = None,
+    ) -> None:
+        super().__init__(path)
+        self.workspace = Path(workspace)
+        self.trim_policy = trim
+        self.ephemeral_policy = ephemeral
+        self.prune_policy = prune or PrunePolicy(keep_denials=keep_denials)
+        self.last_report: dict[str, Any] = {}
+
+    async def load(self, key: Any) -> list[Entry] | None:
+        entries = await super().load(key)
+        if entries is None:
+            return None
+        view = resume_view(
+            entries,
+            workspace=self.workspace,
+            trim=self.trim_policy,
+            ephemeral=self.ephemeral_policy,
+            prune_policy=self.prune_policy,
+            write=True,
+        )
+        self.last_report = view.report
+        return view.entries

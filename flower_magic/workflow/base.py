@@ -102,8 +102,9 @@ class Workflow:
     workbench: Any = None
     continuous: bool = True
 
-    async def run(self, runtime: Any, *, on_event: Sink | None = None,
-                  on_step: Callable[[Step, Any], Any] | None = None) -> Ctx:
+    async def run(
+        self, runtime: Any, *, on_event: Sink | None = None, on_step: Callable[[Step, Any], Any] | None = None
+    ) -> Ctx:
         """Run every step; returns ctx (``_woke``, ``_sessions``, ``_results``, and one key per step)."""
         ctx = self.context
         ctx["_runtime"] = runtime
@@ -145,8 +146,14 @@ class Workflow:
                 resume = sessions.get(step.name)
                 carried = resume is not None
             keep_id = unstored.get(step.name) if resume is None else None
-            _emit(on_event, Event("step", step.name, payload={"index": index, "total": total, "resumed": carried,
-                                                              "woke": ctx.get("_woke", 1)}))
+            _emit(
+                on_event,
+                Event(
+                    "step",
+                    step.name,
+                    payload={"index": index, "total": total, "resumed": carried, "woke": ctx.get("_woke", 1)},
+                ),
+            )
             result, passed = await self._attempts(step, ctx, runtime, resume, carried, keep_id, lineage, on_event)
             ctx["_results"][step.name] = result
             if on_step is not None:
@@ -167,8 +174,17 @@ class Workflow:
             break
         return ctx
 
-    async def _attempts(self, step: Step, ctx: Ctx, runtime: Any, resume: str | None, carried: bool,
-                        keep_id: str | None, lineage: Lineage | None, on_event: Sink | None) -> tuple[Any, bool]:
+    async def _attempts(
+        self,
+        step: Step,
+        ctx: Ctx,
+        runtime: Any,
+        resume: str | None,
+        carried: bool,
+        keep_id: str | None,
+        lineage: Lineage | None,
+        on_event: Sink | None,
+    ) -> tuple[Any, bool]:
         prompt = step.render(ctx, resuming=carried)
         fork = step.fork
         result: Any = None
@@ -178,8 +194,9 @@ class Workflow:
             if lineage is not None:
                 runtime.on_session = _remember(lineage, step.name)
             try:
-                result = await runtime.run(step.spec, prompt, step_name=label, resume=resume, fork=fork,
-                                           session_id=keep_id, on_event=on_event)
+                result = await runtime.run(
+                    step.spec, prompt, step_name=label, resume=resume, fork=fork, session_id=keep_id, on_event=on_event
+                )
             finally:
                 runtime.on_session = None
             keep_id = None
@@ -215,4 +232,3 @@ def _emit(sink: Sink | None, event: Event) -> None:
         return
     with contextlib.suppress(Exception):
         sink(event)
-
