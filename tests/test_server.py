@@ -82,12 +82,24 @@ def write_db(db: Path, sessions: dict[str, list[dict[str, Any]]]) -> None:
     conn.close()
 
 
+API_ERROR_AT = 5  # this entry of the main session is a synthetic API error, which a resume drops
+
+
 def entry(i: int, text: str = "") -> dict[str, Any]:
-    return {
-        "type": "user" if i % 2 == 0 else "assistant",
+    role = "user" if i % 2 == 0 else "assistant"
+    out: dict[str, Any] = {
+        "type": role,
         "uuid": f"u-{i:05d}",
-        "message": {"role": "user", "content": text or f"entry {i}"},
+        "message": {"role": role, "content": text or f"entry {i}"},
     }
+    if i == API_ERROR_AT:
+        out["isApiErrorMessage"] = True
+        out["message"] = {
+            "role": "assistant",
+            "model": "<synthetic>",
+            "content": [{"type": "text", "text": "API Error: Connection error."}],
+        }
+    return out
 
 
 @dataclass
@@ -578,17 +590,20 @@ async def test_an_unknown_session_is_404(call, layout):
     assert response.code == 404
 
 
-async def test_the_resumed_view_is_never_raw_data_in_disguise(call, layout):
-    """Until the pruning layer exists the resumed view says so (501); with it, entries carry marks."""
-    response = await call("transcript", {"path": "proj", "session": SID, "view": "resumed"})
-    try:
-        import flower_magic.stores.prune  # noqa: F401
-    except ImportError:
-        assert response.code == 501
-        assert json.loads(response.body)["reason"] == "ResumedViewUnavailable"
-    else:
-        assert response.code == 200
-        assert json.loads(response.body)["view"] == "resumed"
+async def test_the_resumed_view_marks_what_pruning_removes_and_writes_nothing(call, layout):
+    """Guards against serving raw entries labelled as resumed, and against a viewer that spills files."""
+    before = sorted(p.relative_to(layout.proj) for p in layout.proj.rglob("*"))
+    response = await call("transcript", {"path": "proj", "session": SID, "view": "resumed", "limit": "20"})
+    assert response.code == 200
+    body = json.loads(response.body)
+    assert body["view"] == "resumed" and body["total"] == ENTRIES
+    marks = {e["entry"]["uuid"]: e["mark"] for e in body["entries"]}
+    assert marks[f"u-{API_ERROR_AT:05d}"] == "dropped"
+    assert [u for u, m in marks.items() if m] == [f"u-{API_ERROR_AT:05d}"]
+    raw = json.loads((await call("transcript", {"path": "proj", "session": SID, "limit": "20"})).body)
+    assert all(e["mark"] is None for e in raw["entries"])
+    assert sorted(p.relative_to(layout.proj) for p in layout.proj.rglob("*")) == before
+    assert_no_leak(response, layout)
 
 
 @dataclass
@@ -652,7 +667,7 @@ async def test_an_api_key_in_the_environment_never_appears_in_a_response_or_a_lo
 
 def test_the_server_extension_imports_no_ipython_magic_or_sdk_code():
     code = (
-        "import sys, flower_magic.server; "
+        "import sys, flower_magic.server, flower_magic.stores.prune; "
         "bad = [m for m in sys.modules if m.split('.')[0] in ('IPython', 'ipywidgets', 'claude_agent_sdk')"
         " or m in ('flower_magic.magics',)]; print(bad)"
     )
