@@ -4,7 +4,7 @@ import { cost, tokens } from './format';
 
 const WIDTH = 320;
 const HEIGHT = 120;
-const PAD = { left: 34, right: 40, top: 12, bottom: 18 };
+const PAD = { left: 44, right: 44, top: 12, bottom: 18 };
 
 /**
  * Context per step (bars, left axis) and cumulative cost (line, right axis), in manifest order.

@@ -76,6 +76,7 @@ export class TranscriptView {
   readonly node: HTMLElement;
   private readonly list: HTMLElement;
   private readonly status: HTMLElement;
+  private readonly heading: HTMLElement;
   private readonly buttons: Record<View, HTMLButtonElement>;
   private readonly prev: HTMLButtonElement;
   private readonly next: HTMLButtonElement;
@@ -110,7 +111,9 @@ export class TranscriptView {
     });
     this.status = el('span', { className: 'jp-FlowerTranscript-status' });
     this.list = el('ol', { className: 'jp-FlowerTranscript-list' });
+    this.heading = el('h3', { className: 'jp-FlowerTranscript-title' });
     this.node = el('section', { className: 'jp-FlowerTranscript' }, [
+      this.heading,
       el('div', { className: 'jp-FlowerTranscript-toolbar' }, [
         this.buttons.raw,
         this.buttons.resumed,
@@ -125,6 +128,7 @@ export class TranscriptView {
 
   open(path: string, runDir: string, session: string): void {
     this.target = { path, runDir, session };
+    this.heading.textContent = `Transcript of session ${session}`;
     this.node.hidden = false;
     void this.show(this.view, 0);
   }

@@ -1,0 +1,401 @@
+"""The Flower panel in a real browser: a real ``jupyter lab`` on loopback, Debian Chromium, Playwright.
+
+No kernel is started at any point (the panel reads the server extension's REST API only); the test
+checks ``/api/kernels`` is empty at the end. Screenshots go to ``test-output/screenshots/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flower_magic.panel.transcript import project_key
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-output" / "screenshots"
+CANARY = "sk-ant-api03-BROWSER-CANARY-never-shown-0123456789"
+# The acceptance deadline for a new manifest row to show up without a reload.
+NEW_ROW_DEADLINE_MS = 10_000
+SERVER_START_S = 90
+PANEL = "#flower-magic-panel"
+SID_WORK = "3f0c6b1e-8a2d-4c5e-9f70-1a2b3c4d5e6f"
+SID_RETIRED = "7e6d5c4b-3a29-4180-9f7e-6d5c4b3a2918"
+SID_CLARIFY = "1a2b3c4d-5e6f-4a8b-9c0d-1e2f3a4b5c6d"
+
+
+def _row(step: str, sid: str, **extra: Any) -> dict[str, Any]:
+    row = {
+        "step": step,
+        "session_id": sid,
+        "ok": True,
+        "cost_usd": 0.1,
+        "num_turns": 2,
+        "text": "done",
+        "error": None,
+        "started_at": 1_767_000_000.0,
+        "ended_at": 1_767_000_030.0,
+        "attempts": 1,
+        "errors": [],
+        "resumed": False,
+        "retired": [],
+        "context": 20_000,
+        "duration_s": 30.0,
+        "run": "20260101-000000-abcdef",
+    }
+    row.update(extra)
+    return row
+
+
+ROWS = [
+    _row("确认需求", SID_CLARIFY, cost_usd=0.12, num_turns=3, context=18_000, duration_s=42.0),
+    _row("设定目标", SID_CLARIFY, cost_usd=0.05, num_turns=1, context=21_000, duration_s=12.5, resumed=True),
+    _row(
+        "干活",
+        SID_WORK,
+        cost_usd=1.83,
+        num_turns=41,
+        context=640_000,
+        duration_s=1810.0,
+        attempts=3,
+        errors=["overloaded_error (529)", "connection reset by peer"],
+        retired=[SID_RETIRED],
+        text="<script>alert('not markup')</script> Finished the flower.",
+    ),
+]
+NEW_ROW = _row(
+    "干活·判定#1",
+    SID_WORK,
+    cost_usd=0.4,
+    num_turns=5,
+    context=655_000,
+    duration_s=95.0,
+    ok=False,
+    error="judge: goal 2 not met",
+)
+
+
+def _transcript() -> list[dict[str, Any]]:
+    """A work session with debris a resume removes: an API error, an interrupt notice, an orphan call."""
+
+    def e(i: int, kind: str, content: Any, **extra: Any) -> dict[str, Any]:
+        entry = {
+            "type": kind,
+            "uuid": f"w-{i:03d}",
+            "parentUuid": f"w-{i - 1:03d}" if i else None,
+            "sessionId": SID_WORK,
+            "message": {"role": kind, "content": content},
+        }
+        entry.update(extra)
+        return entry
+
+    out = [
+        e(0, "user", "Build a flower-shaped SVG logo. <b>not bold</b>"),
+        e(1, "assistant", [{"type": "text", "text": "I'll start by looking at the folder."}]),
+        e(2, "assistant", [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}]),
+        e(3, "user", [{"type": "tool_result", "tool_use_id": "t1", "content": "README.md\nruns"}]),
+        e(4, "assistant", [{"type": "text", "text": "API Error: Connection error."}], isApiErrorMessage=True),
+        e(5, "user", "[Request interrupted by user]"),
+        e(6, "user", "continue please"),
+        e(7, "assistant", [{"type": "tool_use", "id": "t2", "name": "Write", "input": {"file_path": "logo.svg"}}]),
+        e(8, "user", "the tab crashed; go on"),
+        e(9, "assistant", [{"type": "text", "text": "Done: logo.svg has five petals."}]),
+    ]
+    for i in range(10, 130):
+        out.append(e(i, "user" if i % 2 == 0 else "assistant", f"filler {i}"))
+    return out
+
+
+def _write_run(ws: Path) -> None:
+    runs = ws / "runs"
+    runs.mkdir(parents=True)
+    (runs / "manifest.json").write_text(json.dumps(ROWS, ensure_ascii=False, indent=2), encoding="utf-8")
+    (runs / "lineage.json").write_text(
+        json.dumps(
+            {"workspace": os.path.realpath(ws), "woke": 2, "steps": {"确认需求": SID_CLARIFY, "干活": SID_WORK}},
+            ensure_ascii=False,
+        ),
+        encoding="utf-8",
+    )
+    notes = ws / ".flower" / "notes"
+    notes.mkdir(parents=True)
+    (notes / "需求.md").write_text(
+        "# 需求确认书\n\n## 目标\n\nA logo\n\n## 验收标准\n\nSVG\n\n## 边界\n\nNo network\n\n## 未知与假设\n\nNone\n",
+        encoding="utf-8",
+    )
+    (notes / "目标.md").write_text("# 目标\nA logo\n\n# 判定清单\n- five petals\n- valid SVG\n", encoding="utf-8")
+    (ws / "README.md").write_text("# demo\n\nA folder with a flower run.\n", encoding="utf-8")
+    db = sqlite3.connect(runs / "sessions.db")
+    db.executescript(
+        "CREATE TABLE entries(store_key TEXT NOT NULL, seq INTEGER NOT NULL, uid TEXT, payload TEXT NOT NULL,"
+        " PRIMARY KEY(store_key, seq));"
+        "CREATE TABLE meta(store_key TEXT PRIMARY KEY, mtime INTEGER NOT NULL, next_seq INTEGER NOT NULL);"
+        "CREATE TABLE summaries(project_key TEXT NOT NULL, session_id TEXT NOT NULL, mtime INTEGER NOT NULL,"
+        " data TEXT NOT NULL, PRIMARY KEY(project_key, session_id));"
+    )
+    key = f"{project_key(ws)}/{SID_WORK}"
+    entries = _transcript()
+    db.executemany(
+        "INSERT INTO entries VALUES (?, ?, ?, ?)",
+        [(key, i, x["uuid"], json.dumps(x, ensure_ascii=False)) for i, x in enumerate(entries)],
+    )
+    db.execute("INSERT INTO meta VALUES (?, ?, ?)", (key, 1, len(entries)))
+    db.commit()
+    db.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Lab:
+    url: str
+    token: str
+    root: Path
+    log: Path
+
+    def api(self, path: str) -> Any:
+        request = urllib.request.Request(f"{self.url}{path}", headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.load(response)
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator[Lab]:
+    root = tmp_path / "root"
+    _write_run(root / "demo")
+    port, token = _free_port(), os.urandom(16).hex()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER")}
+    env.update(
+        ANTHROPIC_API_KEY=CANARY,
+        JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
+        JUPYTER_DATA_DIR=str(tmp_path / "data"),
+        JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
+        HOME=str(tmp_path / "home"),
+    )
+    (tmp_path / "home").mkdir()
+    # No news or update toast over the panel: it would intercept clicks (and it reaches out to the web).
+    notification = tmp_path / "settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    notification.parent.mkdir(parents=True)
+    notification.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    log = tmp_path / "lab.log"
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "jupyterlab",
+                "--no-browser",
+                "--allow-root",
+                "--ip=127.0.0.1",
+                f"--port={port}",
+                "--ServerApp.port_retries=0",
+                f"--IdentityProvider.token={token}",
+                f"--ServerApp.root_dir={root}",
+                f"--LabApp.user_settings_dir={tmp_path / 'settings'}",
+                f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}",
+            ],
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            cwd=tmp_path,
+        )
+    lab = Lab(f"http://127.0.0.1:{port}", token, root, log)
+    try:
+        deadline = time.monotonic() + SERVER_START_S
+        while True:
+            try:
+                lab.api("/api/status")
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    tail = log.read_text(errors="replace")[-3000:]
+                    raise AssertionError(f"jupyter lab did not start:\n{tail}") from None
+                time.sleep(0.5)
+        yield lab
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+def page(lab: Lab) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing; install it with `apt-get install -y chromium`")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1400, "height": 900})
+        page = context.new_page()
+        page.set_default_timeout(30_000)
+        try:
+            yield page
+        finally:
+            context.close()
+            browser.close()
+
+
+def _shot(page: Any, name: str) -> None:
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+
+
+def _rows(page: Any) -> list[str]:
+    return page.locator(f"{PANEL} tbody tr td.jp-FlowerTable-col-step").all_text_contents()
+
+
+def _total(page: Any, key: str) -> str:
+    return page.locator(f"{PANEL} tfoot td[data-key='{key}']").inner_text()
+
+
+def _widen_right_sidebar(page: Any, width: int) -> None:
+    """Drag the right sidebar's split handle so the whole table shows in the screenshots."""
+    handle = page.locator("#jp-main-split-panel > .lm-SplitPanel-handle:not(.lm-mod-hidden)").last
+    box = handle.bounding_box()
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(x, y)
+    page.mouse.down()
+    page.mouse.move(x - (width - page.locator(PANEL).bounding_box()["width"]), y, steps=5)
+    page.mouse.up()
+
+
+def _append_row_from_another_process(manifest: Path) -> None:
+    script = textwrap.dedent(f"""
+        import json, os, sys
+        path = {str(manifest)!r}
+        rows = json.load(open(path, encoding="utf-8"))
+        rows.append(json.loads(sys.argv[1]))
+        tmp = path + ".tmp-writer"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(rows, f, ensure_ascii=False, indent=2)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    """)
+    subprocess.run([sys.executable, "-c", script, json.dumps(NEW_ROW, ensure_ascii=False)], check=True)
+
+
+def test_panel_shows_the_run_follows_new_rows_and_opens_transcripts_without_a_kernel(lab: Lab, page: Any):
+    # Open a plain file of the run's folder (no notebook, so no kernel) and the panel from the palette.
+    page.goto(f"{lab.url}/lab/tree/demo/README.md?token={lab.token}")
+    page.wait_for_selector("#jp-main-dock-panel .jp-FileEditor", state="visible", timeout=60_000)
+    page.keyboard.press("Control+Shift+C")
+    page.keyboard.type("Flower: Open run panel")
+    page.wait_for_selector(".lm-CommandPalette-item:has-text('Flower: Open run panel')")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(PANEL, state="visible")
+    _widen_right_sidebar(page, 640)
+    page.wait_for_function(f"document.querySelectorAll('{PANEL} tbody tr').length === {len(ROWS)}")
+
+    # (b) every manifest row, and the right totals
+    assert page.locator(f"{PANEL} .jp-FlowerPanel-where").inner_text() == "demo"
+    assert _rows(page) == [r["step"] for r in ROWS]
+    assert _total(page, "step") == "3 steps"
+    assert _total(page, "cost") == "$2.00"
+    assert _total(page, "turns") == "45"
+    assert _total(page, "attempts") == "+2"
+    assert _total(page, "retired") == "1"
+    assert _total(page, "ok") == "3/3"
+    assert page.locator(f"{PANEL} .jp-FlowerChart rect").count() == len(ROWS)
+    facts = page.locator(f"{PANEL} .jp-FlowerPanel-summary").inner_text()
+    assert "woke 2×" in facts and "brief ✓" in facts and "2 goal checks" in facts
+    _shot(page, "01-panel-run")
+
+    # sortable: by cost, descending puts the work step first
+    page.click(f"{PANEL} th[data-key='cost']")
+    page.click(f"{PANEL} th[data-key='cost']")
+    assert _rows(page)[0] == "干活"
+    page.click(f"{PANEL} th[data-key='index']")
+    assert _rows(page) == [r["step"] for r in ROWS]
+
+    # another process appends a row: it shows up without a reload
+    _append_row_from_another_process(lab.root / "demo" / "runs" / "manifest.json")
+    page.wait_for_function(
+        f"document.querySelectorAll('{PANEL} tbody tr').length === {len(ROWS) + 1}", timeout=NEW_ROW_DEADLINE_MS
+    )
+    assert _rows(page)[-1] == NEW_ROW["step"]
+    assert _total(page, "cost") == "$2.40"
+    assert page.locator(f"{PANEL} tbody tr.jp-mod-failed").count() == 1
+    _shot(page, "02-panel-new-row")
+
+    # a half-written manifest: the last good table stays, with a stale notice
+    manifest = lab.root / "demo" / "runs" / "manifest.json"
+    good = manifest.read_bytes()
+    manifest.write_bytes(good[: len(good) // 2])
+    page.wait_for_selector(f"{PANEL} .jp-FlowerPanel-notice.jp-mod-stale", state="visible", timeout=NEW_ROW_DEADLINE_MS)
+    assert len(_rows(page)) == len(ROWS) + 1
+    _shot(page, "03-panel-stale")
+    manifest.write_bytes(good)
+    page.wait_for_selector(f"{PANEL} .jp-FlowerPanel-notice", state="hidden", timeout=NEW_ROW_DEADLINE_MS)
+
+    # row details: errors, retired ids, timestamps; agent text is text, not markup
+    page.click(f"{PANEL} tbody tr[data-index='2']")
+    details = page.locator(f"{PANEL} .jp-FlowerDetails")
+    details.wait_for(state="visible")
+    text = details.inner_text()
+    assert "overloaded_error (529)" in text and "connection reset by peer" in text
+    assert SID_RETIRED in text and SID_WORK in text
+    assert "<script>alert('not markup')</script>" in text
+    assert page.locator(f"{PANEL} .jp-FlowerDetails script").count() == 0
+    _shot(page, "04-row-details")
+
+    # the transcript, raw then as resumed
+    page.click(f"{PANEL} .jp-FlowerDetails-open")
+    transcript = page.locator(f"{PANEL} .jp-FlowerTranscript[data-view='raw'][data-state='ok']")
+    transcript.wait_for(state="visible")
+    assert page.locator(f"{PANEL} .jp-FlowerEntry").count() == 100
+    assert "1–100 of 130" in page.locator(f"{PANEL} .jp-FlowerTranscript-status").inner_text()
+    assert page.locator(f"{PANEL} .jp-FlowerEntry[data-mark='dropped']").count() == 0
+    assert "<b>not bold</b>" in page.locator(f"{PANEL} .jp-FlowerEntry").first.inner_text()
+    page.eval_on_selector(f"{PANEL} .jp-FlowerTranscript-title", "e => e.scrollIntoView({block: 'start'})")
+    _shot(page, "05-transcript-raw")
+
+    page.click(f"{PANEL} .jp-FlowerTranscript button[data-view='resumed']")
+    page.locator(f"{PANEL} .jp-FlowerTranscript[data-view='resumed'][data-state='ok']").wait_for(state="visible")
+    page.wait_for_selector(f"{PANEL} .jp-FlowerEntry[data-mark='dropped']")
+    assert page.locator(f"{PANEL} .jp-FlowerEntry[data-mark='dropped']").count() == 2  # API error, interrupt
+    assert page.locator(f"{PANEL} .jp-FlowerEntry[data-mark='added']").count() == 1  # healed orphan call
+    page.eval_on_selector(f"{PANEL} .jp-FlowerTranscript-title", "e => e.scrollIntoView({block: 'start'})")
+    _shot(page, "06-transcript-resumed")
+
+    # a retired session is one click away too (it is not in this store: a clear message, no crash)
+    page.click(f"{PANEL} .jp-FlowerDetails button[data-session='{SID_RETIRED}']")
+    page.locator(f"{PANEL} .jp-FlowerTranscript[data-state='error']").wait_for(state="visible")
+
+    # (c) no kernel ran at any point, and the key in the server's environment never reached the page
+    assert lab.api("/api/kernels") == []
+    assert CANARY not in page.content()
+    shutil.copy(lab.log, SCREENSHOTS.parent / "jupyter-lab.log")
+    assert CANARY not in lab.log.read_text(errors="replace")
