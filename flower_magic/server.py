@@ -3,7 +3,8 @@
 Routes, under ``{base_url}flower/api/``:
 
 - ``GET run?path=<dir>&run_dir=runs``: the run of a directory relative to the server root: lineage,
-  wake facts, manifest rows (shaped for display), totals, ``problems``.
+  wake facts, manifest rows (shaped for display), totals, ``problems``, and an ``ETag`` for cheap
+  polling (``If-None-Match`` -> 304 while nothing changed).
 - ``GET transcript?path=<dir>&run_dir=runs&session=<uuid>&view=raw|resumed&offset=0&limit=200``:
   one page of a session's transcript from ``sessions.db``.
 
@@ -37,7 +38,7 @@ from flower_magic.panel import transcript
 from flower_magic.panel.confinement import Refused, confine_dir, inside, real_root, split_relative
 from flower_magic.panel.manifest_rows import ManifestUnreadable
 from flower_magic.panel.redaction import Redactor, dumps_redacted
-from flower_magic.panel.run_summary import summarize
+from flower_magic.panel.run_summary import RunCache
 
 API_PREFIX = "flower/api"
 SETTINGS_KEY = "flower_magic.panel"
@@ -68,6 +69,7 @@ def guarded(action: str) -> Callable[[_F], _F]:
 class _Panel:
     root: Path
     redactor: Redactor
+    runs: RunCache
 
 
 class _BadRequest(Exception):
@@ -150,13 +152,11 @@ class _ReadOnlyHandler(APIHandler):
         self.set_header("Content-Type", "application/json")
         self.finish(dumps_redacted({"message": message, "reason": reason}, self.panel.redactor))
 
-    async def answer(self, build: Any, *args: Any) -> None:
-        """Run a blocking reader in a thread and reply with its result, or the matching error."""
+    async def page(self, *args: Any) -> None:
+        """Read a transcript page in a thread and reply with it, or with the matching error."""
         try:
-            body = await asyncio.to_thread(build, *args)
-        except Refused as exc:
-            raise web.HTTPError(404) from exc
-        except (ManifestUnreadable, transcript.TranscriptError) as exc:
+            body = await asyncio.to_thread(_transcript_page, *args)
+        except transcript.TranscriptError as exc:
             if exc.status == 404:
                 raise web.HTTPError(404) from exc
             self.fail(exc.status, exc.reason, exc.message)
@@ -181,7 +181,11 @@ class _ReadOnlyHandler(APIHandler):
 
 
 class RunHandler(_ReadOnlyHandler):
-    """``GET flower/api/run``: lineage, wake facts, manifest rows and totals of one run dir."""
+    """``GET flower/api/run``: lineage, wake facts, manifest rows and totals of one run dir.
+
+    The reply carries an ``ETag`` that fingerprints the files read; a poll that sends it back in
+    ``If-None-Match`` gets ``304 Not Modified`` for a few ``stat`` calls while nothing changed.
+    """
 
     @guarded("read")
     async def get(self) -> None:
@@ -189,7 +193,19 @@ class RunHandler(_ReadOnlyHandler):
             workspace, run_dir = self.locate()
         except Refused as exc:
             raise web.HTTPError(404) from exc
-        await self.answer(summarize, self.panel.root, workspace, run_dir)
+        known = (self.request.headers.get("If-None-Match") or "").strip().strip('"')
+        try:
+            tag, body = await asyncio.to_thread(self.panel.runs.get, self.panel.root, workspace, run_dir, known=known)
+        except ManifestUnreadable as exc:
+            self.fail(exc.status, exc.reason, exc.message)
+            return
+        self.set_header("Cache-Control", "no-cache")
+        self.set_header("Etag", f'"{tag}"')
+        if body is None:
+            self.set_status(304)
+            self.finish()
+            return
+        self.finish(body)
 
 
 class TranscriptHandler(_ReadOnlyHandler):
@@ -216,31 +232,34 @@ class TranscriptHandler(_ReadOnlyHandler):
         except _BadRequest as exc:
             self.fail(400, "BadRequest", exc.message)
             return
-        await self.answer(
-            self._page, db, transcript.project_key(workspace) + "/" + session, workspace, session, view, offset, limit
-        )
+        await self.page(db, transcript.project_key(workspace) + "/" + session, workspace, session, view, offset, limit)
 
-    @staticmethod
-    def _page(db: Path, key: str, workspace: Path, session: str, view: str, offset: int, limit: int) -> dict[str, Any]:
-        if view == "raw":
-            page = transcript.raw_page(db, key, offset, limit)
-        else:
-            page = transcript.resumed_page(db, key, workspace, offset, limit)
-        return {
-            "session": session,
-            "view": view,
-            "offset": offset,
-            "limit": limit,
-            "total": page.total,
-            "entries": page.entries,
-        }
+
+def _transcript_page(
+    db: Path, key: str, workspace: Path, session: str, view: str, offset: int, limit: int
+) -> dict[str, Any]:
+    if view == "raw":
+        page = transcript.raw_page(db, key, offset, limit)
+    else:
+        page = transcript.resumed_page(db, key, workspace, offset, limit)
+    return {
+        "session": session,
+        "view": view,
+        "offset": offset,
+        "limit": limit,
+        "total": page.total,
+        "entries": page.entries,
+    }
 
 
 def _load_jupyter_server_extension(serverapp: Any) -> None:
     """Register the panel's routes on the running server (called by jupyter_server)."""
     web_app = serverapp.web_app
     root_dir = getattr(serverapp.contents_manager, "root_dir", None) or serverapp.root_dir
-    web_app.settings[SETTINGS_KEY] = _Panel(real_root(root_dir), Redactor())
+    redactor = Redactor()
+    web_app.settings[SETTINGS_KEY] = _Panel(
+        real_root(root_dir), redactor, RunCache(lambda body: dumps_redacted(body, redactor))
+    )
     base = web_app.settings["base_url"]
     web_app.add_handlers(
         ".*$",

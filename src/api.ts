@@ -80,8 +80,9 @@ export class ApiError extends Error {
 async function get<T>(
   endpoint: string,
   query: Record<string, string>,
-  settings: ServerConnection.ISettings
-): Promise<T> {
+  settings: ServerConnection.ISettings,
+  etag = ''
+): Promise<T | null> {
   const url =
     URLExt.join(settings.baseUrl, 'flower/api', endpoint) +
     URLExt.objectToQueryString(query);
@@ -89,11 +90,18 @@ async function get<T>(
   try {
     response = await ServerConnection.makeRequest(
       url,
-      { method: 'GET', cache: 'no-store' },
+      {
+        method: 'GET',
+        cache: 'no-store',
+        headers: etag ? { 'If-None-Match': `"${etag}"` } : {}
+      },
       settings
     );
   } catch (error) {
     throw new ApiError(`cannot reach the Jupyter server (${error})`, 0);
+  }
+  if (response.status === 304) {
+    return null; // unchanged since the fingerprint we sent
   }
   const text = await response.text();
   let data: any = null;
@@ -112,15 +120,17 @@ async function get<T>(
   return data as T;
 }
 
+/** The run of a folder, or null when it is unchanged since the summary whose `stamp` is `known`. */
 export function fetchRun(
   path: string,
   runDir: string,
-  settings: ServerConnection.ISettings
-): Promise<IRunSummary> {
-  return get<IRunSummary>('run', { path, run_dir: runDir }, settings);
+  settings: ServerConnection.ISettings,
+  known = ''
+): Promise<IRunSummary | null> {
+  return get<IRunSummary>('run', { path, run_dir: runDir }, settings, known);
 }
 
-export function fetchTranscript(
+export async function fetchTranscript(
   path: string,
   runDir: string,
   session: string,
@@ -129,7 +139,7 @@ export function fetchTranscript(
   limit: number,
   settings: ServerConnection.ISettings
 ): Promise<ITranscriptPage> {
-  return get<ITranscriptPage>(
+  const page = await get<ITranscriptPage>(
     'transcript',
     {
       path,
@@ -141,4 +151,8 @@ export function fetchTranscript(
     },
     settings
   );
+  if (page === null) {
+    throw new ApiError('empty transcript reply', 304);
+  }
+  return page;
 }

@@ -25,7 +25,6 @@ export class FlowerPanel extends Widget {
   private path: string | null = null;
   private runDir = DEFAULT_RUN_DIR;
   private data: IRunSummary | null = null;
-  private dataText = '';
   private goodAt: Date | null = null;
   private timer: number | null = null;
   private inFlight = false;
@@ -112,7 +111,6 @@ export class FlowerPanel extends Widget {
   private reset(): void {
     this.generation++;
     this.data = null;
-    this.dataText = '';
     this.goodAt = null;
     this.selected = null;
     this.notice.hidden = true;
@@ -133,19 +131,19 @@ export class FlowerPanel extends Widget {
     const generation = this.generation;
     this.inFlight = true;
     try {
-      const data = await fetchRun(this.path, this.runDir, this.settings);
+      const data = await fetchRun(this.path, this.runDir, this.settings, this.data?.stamp ?? '');
       if (generation !== this.generation) {
         return;
       }
       this.goodAt = new Date();
       this.notice.hidden = true;
-      const text = JSON.stringify(data);
-      if (text !== this.dataText) {
-        this.dataText = text;
+      if (data !== null) {
         this.data = data;
         this.render(data);
       }
-      this.node.setAttribute('data-state', data.has_run ? 'ok' : 'empty');
+      if (this.data) {
+        this.node.setAttribute('data-state', this.data.has_run ? 'ok' : 'empty');
+      }
     } catch (error) {
       if (generation !== this.generation) {
         return;

@@ -497,6 +497,25 @@ async def test_run_serves_rows_totals_lineage_and_wake_facts(call, layout):
     assert_no_leak(response, layout)
 
 
+async def test_polling_with_the_etag_gets_304_until_a_file_changes(
+    call, layout, http_server_client, jp_base_url, jp_auth_header
+):
+    """Guards the cheap poll: an unchanged run answers 304, and any change (a new row) answers 200."""
+    url = f"{jp_base_url}flower/api/run?path=proj"
+    first = await http_server_client.fetch(url, headers=jp_auth_header)
+    etag = first.headers["Etag"]
+    assert json.loads(first.body)["stamp"] == etag.strip('"')
+    again = await http_server_client.fetch(url, headers={**jp_auth_header, "If-None-Match": etag}, raise_error=False)
+    assert again.code == 304 and not again.body
+    manifest = layout.proj / "runs" / "manifest.json"
+    manifest.write_text(json.dumps([*json.loads(manifest.read_text()), row("new")]))
+    changed = await http_server_client.fetch(url, headers={**jp_auth_header, "If-None-Match": etag})
+    assert changed.code == 200 and changed.headers["Etag"] != etag
+    assert json.loads(changed.body)["rows"][-1]["step"] == "new"
+    unauthenticated = await http_server_client.fetch(url, headers={"If-None-Match": etag}, raise_error=False)
+    assert unauthenticated.code == 403
+
+
 async def test_run_of_a_directory_without_a_run_is_empty_not_an_error(call, layout):
     (layout.root / "fresh").mkdir()
     response = await call("run", {"path": "fresh"})

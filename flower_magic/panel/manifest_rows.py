@@ -8,8 +8,6 @@ Guarantees:
   (``None``) instead of failing the whole table.
 - Agent text in a row (``text``, ``errors``) is capped at ``MAX_TEXT_CHARS`` per string, so one
   runaway row cannot make the response huge.
-- A file that has not changed (same inode, size and mtime) is parsed once: panels poll every few
-  seconds and the parse of a 10K-row manifest is the expensive part.
 
 Not guaranteed:
 - Reading while a writer replaces the file gives the old or the new content, never a mix, only
@@ -20,7 +18,6 @@ Not guaranteed:
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,8 +29,6 @@ FILENAME = "manifest.json"
 MAX_TEXT_CHARS = 4000
 # Beyond this a manifest is not a run's manifest; refusing bounds the memory one request can take.
 MAX_MANIFEST_BYTES = 256 * 1024 * 1024
-# Parsed manifests kept for polling panels (one per open run directory is the usual case).
-CACHE_ENTRIES = 8
 
 
 @dataclass
@@ -48,57 +43,67 @@ class ManifestUnreadable(Exception):
         return self.message
 
 
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def _int(value: Any) -> int | None:
-    n = _num(value)
-    return int(n) if n is not None else None
+def _num(value: Any) -> float | int | None:
+    # type() rather than isinstance(): bool is an int subclass and is not a number here. x - x is
+    # 0.0 only for finite floats (inf - inf and nan - nan are nan).
+    kind = type(value)
+    if kind is int or (kind is float and value - value == 0.0):
+        return value  # type: ignore[no-any-return]
+    return None
 
 
 def _text(value: Any) -> str | None:
     if value is None:
         return None
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = value if type(value) is str else json.dumps(value, ensure_ascii=False)
     return text if len(text) <= MAX_TEXT_CHARS else text[:MAX_TEXT_CHARS] + " …[truncated]"
 
 
 def _texts(value: Any) -> list[str]:
-    if not isinstance(value, list):
+    if type(value) is not list:
         return []
+    if all(type(v) is str and len(v) <= MAX_TEXT_CHARS for v in value):
+        return value  # the common case, as flower writes it
     return [t for t in (_text(v) for v in value) if t is not None]
 
 
+def _flag(value: Any) -> bool | None:
+    return value if type(value) is bool else None
+
+
 def shape_row(index: int, row: dict[str, Any]) -> dict[str, Any]:
-    """One manifest row as the panel shows it: known fields only, each of its documented type."""
-    started, ended = _num(row.get("started_at")), _num(row.get("ended_at"))
-    duration = _num(row.get("duration_s"))
+    """One manifest row as the panel shows it: known fields only, each of its documented type.
+
+    Runs once per row of a changed manifest (10K rows for a long run), so it stays flat and cheap.
+    """
+    get = row.get
+    started, ended, duration = _num(get("started_at")), _num(get("ended_at")), _num(get("duration_s"))
     if duration is None and started is not None and ended is not None and ended >= started:
         duration = round(ended - started, 2)
-    ok = row.get("ok")
-    resumed = row.get("resumed")
-    session = row.get("session_id")
+    session, turns, attempts, context = (
+        get("session_id"),
+        _num(get("num_turns")),
+        _num(get("attempts")),
+        _num(get("context")),
+    )
     return {
         "index": index,
-        "step": _text(row.get("step")) or "",
-        "session_id": session if isinstance(session, str) else None,
-        "ok": ok if isinstance(ok, bool) else None,
-        "cost_usd": _num(row.get("cost_usd")),
-        "num_turns": _int(row.get("num_turns")),
+        "step": _text(get("step")) or "",
+        "session_id": session if type(session) is str else None,
+        "ok": _flag(get("ok")),
+        "cost_usd": _num(get("cost_usd")),
+        "num_turns": None if turns is None else int(turns),
         "duration_s": duration,
-        "attempts": _int(row.get("attempts")),
-        "resumed": resumed if isinstance(resumed, bool) else None,
-        "retired": _texts(row.get("retired")),
-        "context": _int(row.get("context")),
+        "attempts": None if attempts is None else int(attempts),
+        "resumed": _flag(get("resumed")),
+        "retired": _texts(get("retired")),
+        "context": None if context is None else int(context),
         "started_at": started,
         "ended_at": ended,
-        "error": _text(row.get("error")),
-        "errors": _texts(row.get("errors")),
-        "text": _text(row.get("text")),
-        "run": _text(row.get("run")),
+        "error": _text(get("error")),
+        "errors": _texts(get("errors")),
+        "text": _text(get("text")),
+        "run": _text(get("run")),
     }
 
 
@@ -119,10 +124,6 @@ def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
 class Manifest:
     rows: list[dict[str, Any]]
     skipped: int
-    stamp: str
-
-
-_cache: dict[tuple[str, int, int, int, int], Manifest] = {}
 
 
 def read(path: Path) -> Manifest | None:
@@ -135,9 +136,6 @@ def read(path: Path) -> Manifest | None:
         st = os.stat(path)
     except FileNotFoundError:
         return None
-    key = (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-    if key in _cache:
-        return _cache[key]
     if st.st_size > MAX_MANIFEST_BYTES:
         raise ManifestUnreadable(
             413,
@@ -166,8 +164,4 @@ def read(path: Path) -> Manifest | None:
             "of step rows; it was not written by flower. Move it aside to start a fresh manifest",
         )
     rows = [shape_row(i, r) for i, r in enumerate(r for r in data if isinstance(r, dict))]
-    manifest = Manifest(rows, len(data) - len(rows), f"{st.st_ino}-{st.st_size}-{st.st_mtime_ns}")
-    if len(_cache) >= CACHE_ENTRIES:
-        _cache.pop(next(iter(_cache)))
-    _cache[key] = manifest
-    return manifest
+    return Manifest(rows, len(data) - len(rows))

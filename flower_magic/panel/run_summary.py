@@ -8,12 +8,18 @@ Guarantees:
 - Only ``ManifestUnreadable`` escapes (the table itself cannot be shown). A bad lineage.json or
   unreadable notes become a line in ``problems`` and the rest is still served.
 - No absolute path is returned: paths are relative to the server root.
+- ``RunCache`` answers from memory while none of the files a summary reads has changed (same
+  inode, size and mtime), so a panel polling every few seconds costs a few ``stat`` calls.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +95,6 @@ def summarize(root: Path, workspace: Path, run_dir: Path | None) -> dict[str, An
         "lineage": {"woke": 0, "steps": {}},
         "rows": [],
         "totals": manifest_rows.totals([]),
-        "stamp": "",
         "problems": problems,
     }
     body["wake"] = _wake(root, workspace, problems)
@@ -112,8 +117,66 @@ def summarize(root: Path, workspace: Path, run_dir: Path | None) -> dict[str, An
             if manifest is not None:
                 body["rows"] = manifest.rows
                 body["totals"] = manifest_rows.totals(manifest.rows)
-                body["stamp"] = manifest.stamp
                 if manifest.skipped:
                     problems.append(f"manifest.json: {manifest.skipped} rows that are not objects were skipped")
     body["has_sessions"] = os.path.isfile(run_dir / "sessions.db")
     return body
+
+
+def _inputs(workspace: Path, run_dir: Path | None) -> list[Path]:
+    notes_dir = workspace.joinpath(*NOTES_DIR)
+    files = [notes_dir / notes.BRIEF_NAME, notes_dir / notes.GOAL_NAME]
+    if run_dir is not None:
+        files += [run_dir / LINEAGE_NAME, run_dir / manifest_rows.FILENAME, run_dir / "sessions.db"]
+    return files
+
+
+def stamp(workspace: Path, run_dir: Path | None) -> str:
+    """A short fingerprint of every file ``summarize`` reads; it changes whenever one of them does."""
+    parts = [str(workspace), str(run_dir)]
+    for path in _inputs(workspace, run_dir):
+        try:
+            st = os.stat(path)
+        except OSError:
+            parts.append("-")
+        else:
+            parts.append(f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}")
+    return hashlib.sha1("|".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:24]
+
+
+# Run dirs whose encoded summaries are kept; a few open panels is the usual case.
+CACHE_ENTRIES = 8
+
+
+class RunCache:
+    """Encoded run summaries keyed by their inputs' fingerprint (see ``stamp``); thread-safe."""
+
+    def __init__(self, encode: Callable[[dict[str, Any]], str]) -> None:
+        self._encode = encode
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[tuple[Path, Path | None], tuple[str, bytes]] = OrderedDict()
+
+    def get(self, root: Path, workspace: Path, run_dir: Path | None, *, known: str = "") -> tuple[str, bytes | None]:
+        """(fingerprint, encoded summary); the summary is ``None`` when ``known`` is still current.
+
+        Raises:
+            ManifestUnreadable: as ``summarize``; nothing is cached then.
+        """
+        tag = stamp(workspace, run_dir)
+        if tag == known:
+            return tag, None
+        key = (workspace, run_dir)
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is not None and hit[0] == tag:
+                self._entries.move_to_end(key)
+                return hit
+        body = summarize(root, workspace, run_dir)
+        body["stamp"] = tag
+        encoded = self._encode(body).encode("utf-8")
+        with self._lock:
+            self._entries[key] = (tag, encoded)
+            self._entries.move_to_end(key)
+            while len(self._entries) > CACHE_ENTRIES:
+                self._entries.popitem(last=False)
+        return tag, encoded

@@ -11,8 +11,9 @@ Guarantees:
   layer (``flower_magic.stores.prune``) is installed, and otherwise answers ``ViewUnavailable``.
 
 Not guaranteed:
-- The as-resumed view reads the whole session (pruning is a whole-transcript pass); a page of it
-  costs as much as the session is long.
+- The as-resumed view reads the whole session (pruning is a whole-transcript pass): its first page
+  costs as much as the session is long. The last one built is kept, so paging through it is cheap
+  until the store changes.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import json
 import os
 import re
 import sqlite3
+import threading
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -197,12 +199,29 @@ def merge_marks(
     return out
 
 
+_resumed_lock = threading.Lock()
+_resumed_last: tuple[tuple[Any, ...], list[dict[str, Any]]] | None = None
+
+
+def _store_stamp(db: Path) -> tuple[Any, ...]:
+    out: list[Any] = []
+    for suffix in ("", "-wal"):
+        try:
+            st = os.stat(f"{db}{suffix}")
+        except OSError:
+            out.append(None)
+        else:
+            out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
 def resumed_page(db: Path, key: str, workspace: Path, offset: int, limit: int) -> Page:
     """The session as a resume would send it to the model, with pruning's removals marked.
 
     Raises:
         TranscriptError: 501 while the pruning layer is not installed; as ``raw_page`` otherwise.
     """
+    global _resumed_last
     try:
         from flower_magic.stores.prune import resume_view
     except ImportError as exc:
@@ -212,7 +231,14 @@ def resumed_page(db: Path, key: str, workspace: Path, offset: int, limit: int) -
             "the as-resumed view needs flower_magic.stores.prune, which "
             "this installation does not have yet; the raw view shows the transcript as stored",
         ) from exc
-    raw = all_entries(db, key)
-    view = resume_view(raw, workspace=workspace, trim=True)
-    marked = merge_marks(raw, list(view.entries), dropped=view.dropped, rewritten=view.rewritten, added=view.added)
+    cache_key = (str(db), key, str(workspace), _store_stamp(db))
+    with _resumed_lock:
+        marked = _resumed_last[1] if _resumed_last and _resumed_last[0] == cache_key else None
+    if marked is None:
+        raw = all_entries(db, key)
+        # write=False: a viewer never spills files; trim=True shows what a default resume sends.
+        view = resume_view(raw, workspace=workspace, trim=True, write=False)
+        marked = merge_marks(raw, list(view.entries), dropped=view.dropped, rewritten=view.rewritten, added=view.added)
+        with _resumed_lock:
+            _resumed_last = (cache_key, marked)
     return Page(len(marked), marked[offset : offset + limit])
