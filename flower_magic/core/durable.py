@@ -1,26 +1,36 @@
-"""Durable, atomic file writes and keeping unreadable files aside.
+"""Durable, atomic file writes, bounded reads, and keeping unreadable files aside.
 
 Guarantees:
     - ``write_atomic`` leaves either the old file or the new one, never a mix: it writes a unique
       temp file in the same folder, fsyncs it, ``os.replace``s it over the target and fsyncs the
       folder, so the new content survives a power cut once the call returns.
     - A temp file is named ``.<target>.<pid>.<random>.tmp``; ``sweep_temps`` removes those whose
-      writer process is gone (a ``kill -9`` mid-write), and never one a live process is writing.
+      writer process is gone (a ``kill -9`` mid-write) or that are older than ``STALE_TEMP_AGE_S``
+      (the pid was reused), and never a fresh one a live process is writing.
+    - ``read_capped`` never blocks on a FIFO and never reads more than ``max_bytes + 1`` bytes.
     - ``set_aside`` moves a file to a new, unused name and never overwrites anything.
 Not guaranteed:
     - Durability on filesystems that ignore fsync (some network mounts).
+    - Liveness checks across machines: a temp written through a shared mount by a process on
+      another host is judged by its pid on this host (and by its age).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import secrets
+import stat
 import time
 from pathlib import Path
 
 _TEMP_RE = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.[0-9a-f]{8}\.tmp$")
+
+# A live writer holds its temp for milliseconds (the whole write of a 10 MB manifest takes well
+# under a second); a temp an hour old belongs to a dead writer whose pid was reused.
+STALE_TEMP_AGE_S = 3600.0
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -60,6 +70,37 @@ def write_atomic(path: Path, data: bytes) -> None:
     _fsync_dir(folder)
 
 
+def read_capped(path: Path, max_bytes: int) -> bytes:
+    """Read a regular file whole, refusing anything larger than ``max_bytes``.
+
+    Opened non-blocking so a FIFO planted under the name cannot hang the caller.
+
+    Raises:
+        FileNotFoundError: there is no such file.
+        OSError: it cannot be read, is not a regular file (``EINVAL``) or is too large (``EFBIG``).
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    too_big = OSError(errno.EFBIG, f"larger than {max_bytes} bytes", str(path))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        if st.st_size > max_bytes:
+            raise too_big
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as fh:
+        # Sized to the file (read(max_bytes) would allocate max_bytes first); one byte more notices
+        # a file that grew since fstat, and the rest is then read too.
+        data = fh.read(st.st_size + 1)
+        if len(data) > st.st_size:
+            data += fh.read(max_bytes + 1 - len(data))
+    if len(data) > max_bytes:
+        raise too_big
+    return data
+
+
 def _alive(pid: int) -> bool:
     if pid == os.getpid():
         return True
@@ -69,7 +110,20 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
+    except (OverflowError, ValueError):
+        # A pid no kernel can have (e.g. ".x.99999999999999999999.0badf00d.tmp"): nobody alive wrote it.
+        return False
     return True
+
+
+def _stale(cand: Path, pid: int) -> bool:
+    if not _alive(pid):
+        return True
+    try:
+        age = time.time() - cand.lstat().st_mtime
+    except OSError:
+        return False
+    return age > STALE_TEMP_AGE_S
 
 
 def sweep_temps(path: Path) -> list[Path]:
@@ -81,7 +135,7 @@ def sweep_temps(path: Path) -> list[Path]:
         return removed
     for cand in candidates:
         m = _TEMP_RE.match(cand.name)
-        if not m or m.group("name") != path.name or _alive(int(m.group("pid"))):
+        if not m or m.group("name") != path.name or not _stale(cand, int(m.group("pid"))):
             continue
         with contextlib.suppress(OSError):
             cand.unlink()
@@ -98,14 +152,13 @@ def set_aside(path: Path, reason: str = "unreadable") -> Path | None:
     for n in range(1000):
         suffix = f"-{n}" if n else ""
         target = path.with_name(f"{path.name}.{reason}-{stamp}{suffix}")
-        if target.exists():
+        if os.path.lexists(target):
             continue
         try:
-            # os.link + unlink would be race-free against another renamer, but not every filesystem
-            # has hard links; a same-second collision is already handled by the exists() walk.
+            # os.link + unlink would refuse to overwrite even against a racing renamer, but between
+            # the two calls a writer may os.replace a good file onto ``path`` and the unlink would
+            # delete it; a same-second collision among our own writers is handled by this walk.
             os.rename(path, target)
-        except FileNotFoundError:
-            return None
         except OSError:
             return None
         return target
