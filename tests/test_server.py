@@ -524,6 +524,17 @@ async def test_run_of_a_directory_without_a_run_is_empty_not_an_error(call, layo
     assert body["has_run"] is False and body["rows"] == [] and body["totals"]["steps"] == 0
 
 
+async def test_the_server_root_itself_can_hold_a_run(call, layout):
+    """Regression: the root resolved to ".", which read as a hidden path, so path="" was always 404."""
+    (layout.root / "runs").mkdir()
+    (layout.root / "runs" / "manifest.json").write_text(json.dumps([row("at the root")]))
+    response = await call("run", {"path": ""})
+    assert response.code == 200
+    body = json.loads(response.body)
+    assert body["workspace"] == "" and body["run_dir"] == "runs"
+    assert [r["step"] for r in body["rows"]] == ["at the root"]
+
+
 async def test_run_dir_can_be_chosen(call, layout):
     other = layout.proj / "runs2"
     other.mkdir()

@@ -75,7 +75,9 @@ def inside(root: Path, target: Path, *, hidden_ok: tuple[str, ...] = ()) -> Path
         Refused: the resolved path leaves the root or has a hidden component.
     """
     real = Path(os.path.realpath(target))
-    if real != root and root not in real.parents:
+    if real == root:
+        return real
+    if root not in real.parents:
         raise Refused("outside the root")
     rel = real.relative_to(root).as_posix()
     allowed = any(rel == p or rel.startswith(p + "/") for p in hidden_ok)
