@@ -23,7 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-FILENAME = "manifest.json"
+from flower_magic.core import manifest
+
+FILENAME = manifest.MANIFEST
 
 # Per-string cap on agent text sent to the panel; the full text stays in manifest.json.
 MAX_TEXT_CHARS = 4000
@@ -107,22 +109,15 @@ def shape_row(index: int, row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Sums over shaped rows: cost, turns, duration, retries (attempts beyond the first), hand-offs."""
-    return {
-        "steps": len(rows),
-        "ok": sum(1 for r in rows if r["ok"] is True),
-        "cost_usd": round(sum(r["cost_usd"] or 0.0 for r in rows), 6),
-        "num_turns": sum(r["num_turns"] or 0 for r in rows),
-        "duration_s": round(sum(r["duration_s"] or 0.0 for r in rows), 2),
-        "retries": sum(max((r["attempts"] or 1) - 1, 0) for r in rows),
-        "handoffs": sum(len(r["retired"]) for r in rows),
-    }
+def totals(raw_rows: list[dict[str, Any]], shaped: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run's sums as ``core.manifest.totals`` computes them (the CLI's numbers), plus steps that ended ok."""
+    return {**manifest.totals(raw_rows), "ok": sum(1 for r in shaped if r["ok"] is True)}
 
 
 @dataclass(frozen=True)
 class Manifest:
     rows: list[dict[str, Any]]
+    totals: dict[str, Any]
     skipped: int
 
 
@@ -163,5 +158,6 @@ def read(path: Path) -> Manifest | None:
             f"manifest.json holds a JSON {type(data).__name__}, not a list "
             "of step rows; it was not written by flower. Move it aside to start a fresh manifest",
         )
-    rows = [shape_row(i, r) for i, r in enumerate(r for r in data if isinstance(r, dict))]
-    return Manifest(rows, len(data) - len(rows))
+    raw = [r for r in data if isinstance(r, dict)]
+    rows = [shape_row(i, r) for i, r in enumerate(raw)]
+    return Manifest(rows, totals(raw, rows), len(data) - len(rows))

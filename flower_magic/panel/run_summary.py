@@ -15,7 +15,6 @@ Guarantees:
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import threading
 from collections import OrderedDict
@@ -23,12 +22,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from flower_magic.panel import manifest_rows, notes
+from flower_magic.core.lineage import FILENAME as LINEAGE_NAME
+from flower_magic.core.lineage import Lineage
+from flower_magic.core.wake import BRIEF_NAME, GOAL_NAME, WORKBENCH_DIRNAME
+from flower_magic.panel import manifest_rows
 from flower_magic.panel.confinement import Refused, inside
+from flower_magic.workflow.brief import Brief
+from flower_magic.workflow.goal import Goal
 
-LINEAGE_NAME = "lineage.json"
-NOTES_DIR = (".flower", "notes")
-MAX_LINEAGE_BYTES = 8 * 1024 * 1024  # lineage.json is a few hundred bytes; this is a sanity cap
+NOTES_DIR = (WORKBENCH_DIRNAME, "notes")
 
 
 def _rel(root: Path, path: Path) -> str:
@@ -36,31 +38,23 @@ def _rel(root: Path, path: Path) -> str:
     return "" if rel == "." else rel
 
 
-def _lineage(path: Path, workspace: Path) -> tuple[dict[str, Any], str | None]:
-    empty: dict[str, Any] = {"woke": 0, "steps": {}}
-    try:
-        if path.stat().st_size > MAX_LINEAGE_BYTES:
-            return empty, "lineage.json is too large to be a lineage; it was not read"
-        data = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        return empty, None
-    except (OSError, ValueError) as exc:
-        return empty, f"lineage.json is unreadable ({type(exc).__name__}); the next run keeps it aside"
-    if not isinstance(data, dict):
-        return empty, "lineage.json is not a JSON object; the next run keeps it aside"
-    if data.get("workspace") != str(workspace):
-        return empty, "lineage.json belongs to another workspace (the folder was copied or moved)"
-    steps = data.get("steps")
-    steps = {str(k): v for k, v in steps.items() if isinstance(v, str) and v} if isinstance(steps, dict) else {}
-    woke = data.get("woke")
-    woke = woke if isinstance(woke, int) and not isinstance(woke, bool) and woke >= 0 else 0
-    return {"woke": woke, "steps": steps}, None
+def _lineage(run_dir: Path, workspace: Path) -> tuple[dict[str, Any], str | None]:
+    lin = Lineage.open(run_dir, workspace)  # read-only; never raises for content
+    problem = lin.problem
+    if problem is not None:
+        # Lineage's own wording names the other workspace's absolute path: not served.
+        problem = (
+            "lineage.json belongs to another workspace (the folder was copied or moved); the next run keeps it aside"
+            if problem.startswith("other workspace")
+            else f"lineage.json is {problem}; the next run keeps it aside"
+        )
+    return {"woke": lin.woke, "steps": dict(lin.steps)}, problem
 
 
 def _wake(root: Path, workspace: Path, problems: list[str]) -> dict[str, Any]:
     notes_rel = _rel(root, workspace.joinpath(*NOTES_DIR))
     facts = {"brief_complete": False, "goal_checks": 0, "has_brief": False, "has_goal": False}
-    for name, key in ((notes.BRIEF_NAME, "brief"), (notes.GOAL_NAME, "goal")):
+    for name, key in ((BRIEF_NAME, "brief"), (GOAL_NAME, "goal")):
         path = workspace.joinpath(*NOTES_DIR, name)
         if not os.path.lexists(path):
             continue
@@ -75,9 +69,11 @@ def _wake(root: Path, workspace: Path, problems: list[str]) -> dict[str, Any]:
             continue
         facts[f"has_{key}"] = True
         if key == "brief":
-            facts["brief_complete"] = notes.brief_complete(real)
+            brief = Brief.load(real)
+            facts["brief_complete"] = brief is not None and brief.complete()
         else:
-            facts["goal_checks"] = notes.goal_checks(real)
+            goal = Goal.load(real)
+            facts["goal_checks"] = len(goal.checks) if goal is not None else 0
     return facts
 
 
@@ -94,7 +90,7 @@ def summarize(root: Path, workspace: Path, run_dir: Path | None) -> dict[str, An
         "has_run": run_dir is not None,
         "lineage": {"woke": 0, "steps": {}},
         "rows": [],
-        "totals": manifest_rows.totals([]),
+        "totals": manifest_rows.totals([], []),
         "problems": problems,
     }
     body["wake"] = _wake(root, workspace, problems)
@@ -109,14 +105,14 @@ def summarize(root: Path, workspace: Path, run_dir: Path | None) -> dict[str, An
                 problems.append(f"{name} points outside the server root; it was not read")
                 continue
         if handle == "lineage":
-            body["lineage"], problem = _lineage(path, workspace)
+            body["lineage"], problem = _lineage(run_dir, workspace)
             if problem:
                 problems.append(problem)
         else:
             manifest = manifest_rows.read(path)
             if manifest is not None:
                 body["rows"] = manifest.rows
-                body["totals"] = manifest_rows.totals(manifest.rows)
+                body["totals"] = manifest.totals
                 if manifest.skipped:
                     problems.append(f"manifest.json: {manifest.skipped} rows that are not objects were skipped")
     body["has_sessions"] = os.path.isfile(run_dir / "sessions.db")
@@ -125,7 +121,7 @@ def summarize(root: Path, workspace: Path, run_dir: Path | None) -> dict[str, An
 
 def _inputs(workspace: Path, run_dir: Path | None) -> list[Path]:
     notes_dir = workspace.joinpath(*NOTES_DIR)
-    files = [notes_dir / notes.BRIEF_NAME, notes_dir / notes.GOAL_NAME]
+    files = [notes_dir / BRIEF_NAME, notes_dir / GOAL_NAME]
     if run_dir is not None:
         files += [run_dir / LINEAGE_NAME, run_dir / manifest_rows.FILENAME, run_dir / "sessions.db"]
     return files

@@ -23,11 +23,24 @@ import os
 import re
 import sqlite3
 import threading
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from flower_magic.core.project import project_key
+
+__all__ = [
+    "DB_NAME",
+    "MAX_PAGE_ENTRIES",
+    "Page",
+    "TranscriptError",
+    "is_session_id",
+    "merge_marks",
+    "project_key",
+    "raw_page",
+    "resumed_page",
+]
 
 DB_NAME = "sessions.db"
 # Pages larger than this are refused: a panel shows a screenful at a time.
@@ -35,8 +48,6 @@ MAX_PAGE_ENTRIES = 500
 # Seconds to wait for a writer's lock before giving up on a page (the panel retries on its own).
 BUSY_TIMEOUT_S = 2.0
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
-_NOT_ALNUM = re.compile(r"[^a-zA-Z0-9]")
-MAX_KEY_CHARS = 200  # the CLI's limit for a project directory name
 
 
 class TranscriptError(Exception):
@@ -51,26 +62,6 @@ class TranscriptError(Exception):
 
 def is_session_id(value: str) -> bool:
     return bool(_UUID.match(value))
-
-
-def _hash36(text: str) -> str:
-    h = 0
-    for ch in text:
-        h = ((h << 5) - h + ord(ch)) & 0xFFFFFFFF  # JavaScript's 32-bit `hash |= 0`
-    if h >= 0x80000000:
-        h -= 0x100000000
-    h, digits = abs(h), ""
-    while h:
-        h, rem = divmod(h, 36)
-        digits = "0123456789abcdefghijklmnopqrstuvwxyz"[rem] + digits
-    return digits or "0"
-
-
-def project_key(workspace: Path) -> str:
-    """The SDK's ``project_key_for_directory`` (sdk-notes A1), without importing the SDK."""
-    path = unicodedata.normalize("NFC", os.path.realpath(workspace))
-    key = _NOT_ALNUM.sub("-", path)
-    return key if len(key) <= MAX_KEY_CHARS else f"{key[:MAX_KEY_CHARS]}-{_hash36(path)}"
 
 
 @dataclass(frozen=True)
