@@ -221,6 +221,7 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
                 f"--ServerApp.root_dir={root}",
                 f"--LabApp.user_settings_dir={tmp_path / 'settings'}",
                 f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}",
+                "--LabApp.expose_app_in_browser=True",
             ],
             env=env,
             stdout=sink,
@@ -393,6 +394,14 @@ def test_panel_shows_the_run_follows_new_rows_and_opens_transcripts_without_a_ke
     # a retired session is one click away too (it is not in this store: a clear message, no crash)
     page.click(f"{PANEL} .jp-FlowerDetails button[data-session='{SID_RETIRED}']")
     page.locator(f"{PANEL} .jp-FlowerTranscript[data-state='error']").wait_for(state="visible")
+
+    # theme-aware: the same view in the dark theme
+    page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
+    page.wait_for_function("document.body.dataset.jpThemeLight === 'false'")
+    page.click(f"{PANEL} .jp-FlowerDetails-open")
+    page.locator(f"{PANEL} .jp-FlowerTranscript[data-state='ok']").wait_for(state="visible")
+    page.eval_on_selector(f"{PANEL} .jp-FlowerPanel-header", "e => e.scrollIntoView({block: 'start'})")
+    _shot(page, "07-dark-theme")
 
     # (c) no kernel ran at any point, and the key in the server's environment never reached the page
     assert lab.api("/api/kernels") == []
