@@ -73,8 +73,9 @@ def _has_tool_result(req: Request) -> bool:
     return isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
 
 
-def _script_replies(api: FakeAnthropic, seed: Path) -> None:
-    # Every run (killed or not) is answered the same way: read the file, then (slowly) answer.
+def _script_replies(api: FakeAnthropic, seed: Path, *, slow: bool) -> None:
+    # Read the file, then answer; the killed run's answers are slowed so kills land inside the step.
+    api.clear()
     api.add(
         tool_use("Read", {"file_path": str(seed)}, match=lambda r: not _has_tool_result(r), times=None, delay_s=0.4),
         text("向日葵", match=_has_tool_result, times=None, delay_s=0.9),
@@ -86,6 +87,7 @@ def _lineage(ws: Path) -> dict[str, object]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_kill_minus_nine_then_same_session(fake_api: FakeAnthropic, child_env: dict[str, str], tmp_path: Path) -> None:
     report = []
     for i, delay in enumerate(KILL_AFTER_S):
@@ -94,25 +96,24 @@ def test_kill_minus_nine_then_same_session(fake_api: FakeAnthropic, child_env: d
         seed = ws / "seed.txt"
         seed.write_text("向日葵\n", encoding="utf-8")
         script = write_script(ws / "child.py", CHILD)
-        fake_api.clear()
-        _script_replies(fake_api, seed)
+        _script_replies(fake_api, seed, slow=True)
 
-        proc = subprocess.Popen(
+        with subprocess.Popen(
             [sys.executable, str(script)],
             cwd=ws,
             env=child_env,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
             text=True,
-        )
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("SID "), f"child said {line!r}; stderr: {proc.stderr.read() if proc.stderr else ''}"
-        sid = line.split()[1]
-        time.sleep(delay)
-        alive = proc.poll() is None
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
+        ) as proc:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            assert line.startswith("SID "), f"child said {line!r}"
+            sid = line.split()[1]
+            time.sleep(delay)
+            alive = proc.poll() is None
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
         assert alive, f"moment {delay}s: the step had already ended; the kill came too late"
 
         # The id is on disk, in a whole file, the moment it was reported.
@@ -125,6 +126,7 @@ def test_kill_minus_nine_then_same_session(fake_api: FakeAnthropic, child_env: d
             stored = store.has_session(project_key(ws), sid)
             store.close()
 
+        _script_replies(fake_api, seed, slow=False)
         n_before = len(fake_api.requests)
         out = subprocess.run(
             [sys.executable, str(script)], cwd=ws, env=child_env, capture_output=True, text=True, timeout=120

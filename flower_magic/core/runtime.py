@@ -28,10 +28,11 @@ from typing import Any
 
 from flower_magic.core import manifest
 from flower_magic.core.agent import AgentSpec, build_options
+from flower_magic.core.compact import CompactPolicy
 from flower_magic.core.errors import CredentialsError, ensure_dir, has_credentials
 from flower_magic.core.events import Event, Sink, normalize, session_id_of
-from flower_magic.core.compact import CompactPolicy
 from flower_magic.core.handoff import HandoffPolicy
+from flower_magic.core.launcher import cli_launcher
 from flower_magic.core.project import config_dir, local_transcript, project_key
 from flower_magic.core.resilience import Resilience, classify, cli_retry_env
 
@@ -410,6 +411,7 @@ class Runtime:
             session_id=plan.session_id,
             env=self.env,
             portable=self.portable,
+            cli_path=cli_launcher(),
         )
 
     def _set_aside_local_copy(self, session_id: str) -> None:

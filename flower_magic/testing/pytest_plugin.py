@@ -25,8 +25,9 @@ def fake_api() -> Iterator[FakeAnthropic]:
 
 
 @pytest.fixture
-def fake_api_env(fake_api: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory,
-                 monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+def fake_api_env(
+    fake_api: FakeAnthropic, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, str]:
     home = Path(tmp_path_factory.mktemp("home"))
     env = fake_api.env(home)
     for key in ("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_MODEL", "FLOWER_WINDOW"):

@@ -16,6 +16,7 @@ Not guaranteed:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -128,6 +129,7 @@ class FakeAnthropic:
                     raise
                 time.sleep(0.05)
         server.daemon_threads = True
+        server.handle_error = _quiet_disconnects(server.handle_error)  # type: ignore[method-assign]
         self._server = server
         self.port = server.server_address[1]
         self._thread = threading.Thread(target=server.serve_forever, name="fake-anthropic", daemon=True)
@@ -246,6 +248,19 @@ class FakeAnthropic:
 # -- HTTP ------------------------------------------------------------------------------------------
 
 
+def _quiet_disconnects(default: Any) -> Any:
+    """A client that goes away mid-answer (a killed CLI, a dropped test) is normal here, not an error."""
+
+    def handle_error(request: Any, client_address: Any) -> None:
+        import sys
+
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)):
+            return
+        default(request, client_address)
+
+    return handle_error
+
+
 def _estimate_tokens(body: dict[str, Any]) -> int:
     raw = json.dumps(body.get("messages", []), ensure_ascii=False) + json.dumps(body.get("system", ""))
     return max(1, len(raw) // CHARS_PER_TOKEN)
@@ -284,30 +299,71 @@ def _sse_events(reply: Reply, body: dict[str, Any], *, partial: bool = False) ->
     for i, block in enumerate(reply.content):
         kind = block.get("type")
         if kind == "text":
-            events.append(("content_block_start", {"type": "content_block_start", "index": i,
-                                                   "content_block": {"type": "text", "text": ""}}))
-            events.append(("content_block_delta", {"type": "content_block_delta", "index": i,
-                                                   "delta": {"type": "text_delta", "text": block["text"]}}))
+            events.append(
+                (
+                    "content_block_start",
+                    {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}},
+                )
+            )
+            events.append(
+                (
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": block["text"]}},
+                )
+            )
         elif kind == "tool_use":
             head = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
             events.append(("content_block_start", {"type": "content_block_start", "index": i, "content_block": head}))
-            events.append(("content_block_delta", {"type": "content_block_delta", "index": i,
-                                                   "delta": {"type": "input_json_delta",
-                                                             "partial_json": json.dumps(block["input"])}}))
+            events.append(
+                (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": i,
+                        "delta": {"type": "input_json_delta", "partial_json": json.dumps(block["input"])},
+                    },
+                )
+            )
         elif kind == "thinking":
-            events.append(("content_block_start", {"type": "content_block_start", "index": i,
-                                                   "content_block": {"type": "thinking", "thinking": ""}}))
-            events.append(("content_block_delta", {"type": "content_block_delta", "index": i,
-                                                   "delta": {"type": "thinking_delta", "thinking": block["thinking"]}}))
-            events.append(("content_block_delta", {"type": "content_block_delta", "index": i,
-                                                   "delta": {"type": "signature_delta",
-                                                             "signature": block.get("signature", "sig")}}))
+            events.append(
+                (
+                    "content_block_start",
+                    {"type": "content_block_start", "index": i, "content_block": {"type": "thinking", "thinking": ""}},
+                )
+            )
+            events.append(
+                (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": i,
+                        "delta": {"type": "thinking_delta", "thinking": block["thinking"]},
+                    },
+                )
+            )
+            events.append(
+                (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": i,
+                        "delta": {"type": "signature_delta", "signature": block.get("signature", "sig")},
+                    },
+                )
+            )
         if partial:
             return events
         events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
-    events.append(("message_delta", {"type": "message_delta",
-                                     "delta": {"stop_reason": msg["stop_reason"], "stop_sequence": None},
-                                     "usage": {"output_tokens": usage["output_tokens"]}}))
+    events.append(
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": msg["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": usage["output_tokens"]},
+            },
+        )
+    )
     events.append(("message_stop", {"type": "message_stop"}))
     return events
 
@@ -385,10 +441,8 @@ def _make_handler(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
 
         def _drop(self) -> None:
             self.close_connection = True
-            try:
+            with contextlib.suppress(OSError):
                 self.connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
         def _stream(self, reply: Reply, body: dict[str, Any], *, partial: bool) -> None:
             self.send_response(200)
