@@ -67,13 +67,13 @@ def tool_pairing_error(messages: list[dict[str, Any]]) -> str | None:
         prev_blocks = prev.get("content") if prev and isinstance(prev.get("content"), list) else []
         offered = {b.get("id") for b in prev_blocks if isinstance(b, dict) and b.get("type") == "tool_use"}
         for j, block in enumerate(content):
-            if isinstance(block, dict) and block.get("type") == "tool_result":
-                if block.get("tool_use_id") not in offered:
-                    return (
-                        f"messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` blocks: "
-                        f"{block.get('tool_use_id')}. Each `tool_result` block must have a corresponding "
-                        "`tool_use` block in the previous message."
-                    )
+            is_result = isinstance(block, dict) and block.get("type") == "tool_result"
+            if is_result and block.get("tool_use_id") not in offered:
+                return (
+                    f"messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` blocks: "
+                    f"{block.get('tool_use_id')}. Each `tool_result` block must have a corresponding "
+                    "`tool_use` block in the previous message."
+                )
     return None
 
 
