@@ -22,7 +22,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,79 +35,28 @@ from flower_magic.core.handoff import HandoffPolicy
 from flower_magic.core.launcher import cli_launcher
 from flower_magic.core.project import config_dir, local_transcript, project_key
 from flower_magic.core.resilience import Resilience, classify, cli_retry_env
-
-INTERRUPTED = "interrupted-by-human"
-HANDOFF_DUE = "context-full-handoff"
-KILLED = "killed-by-signal"
-CANCELLED = "cancelled"
-
-# What the model is told after a human interrupt. Without it, models read the tool calls that were
-# cut off as environment faults and start debugging them or adding defensive rules for themselves.
-INTERRUPT_NOTE = (
-    "【关于这次打断】打断发生在消息之间,所以当时还没跑完的工具调用(包括提问、收件箱、subagent 正在执行的命令)"
-    "会显示为 interrupted 或被拒绝。这是打断本身的副作用,不是环境故障,也不是谁否决了那个操作。"
-    "不要为此排查,不要因此换策略,也不要给自己加防御性的规矩;需要那个结果就直接重试。"
-    "已经做完的工作和上下文都还在,接着做就行。"
+from flower_magic.core.result import (
+    CANCELLED,
+    HANDOFF_DUE,
+    INTERRUPT_NOTE,
+    INTERRUPTED,
+    KILLED,
+    Plan,
+    StepResult,
+    interrupt_prompt,
 )
-INTERRUPT_WITH_WORDS = "人在这里打断了你,说:\n\n{said}\n\n照这句话调整,然后接着做。"
-INTERRUPT_SILENT = "人打断了一下,现在继续。"
+from flower_magic.core.succession import check_model, hand_off, watch_context
+
+__all__ = ["HANDOFF_DUE", "INTERRUPTED", "INTERRUPT_NOTE", "KILLED", "Runtime", "StepResult"]
+
 INTERRUPT_DRAIN_S = 15.0  # how long to let the CLI close the interrupted turn cleanly before cutting it
 DISCONNECT_TIMEOUT_S = 10.0  # a CLI that will not exit must not hang the step
-
-
-@dataclass
-class StepResult:
-    """How one step ended. Written to the manifest as one row.
-
-    Attributes:
-        step: step name as run (``干活``, ``干活#round2``, ``干活·判定#1`` ...).
-        session_id: the live session (after a hand-off, the successor).
-        ok: the step's last attempt ended without error.
-        cost_usd, num_turns: summed over every attempt and hand-off.
-        text: the main thread's final text.
-        error: why it failed (or ``interrupted-by-human``, ``killed-by-signal`` ...).
-        attempts: attempts used, counting only failures that were retried.
-        errors: every error seen, in order (never shown to the model).
-        resumed: some attempt continued an existing session.
-        retired: sessions that handed off to a successor, in order.
-        context: the main thread's last context size (tokens).
-    """
-
-    step: str
-    session_id: str | None = None
-    ok: bool = False
-    cost_usd: float = 0.0
-    num_turns: int = 0
-    text: str = ""
-    error: str | None = None
-    started_at: float = 0.0
-    ended_at: float = 0.0
-    attempts: int = 1
-    errors: list[str] = field(default_factory=list)
-    resumed: bool = False
-    retired: list[str] = field(default_factory=list)
-    context: int = 0
-
-    @property
-    def duration_s(self) -> float:
-        return round(max(0.0, self.ended_at - self.started_at), 2)
 
 
 def _policy(value: Any, cls: type[Any]) -> Any:
     if isinstance(value, cls):
         return value
     return cls(enabled=bool(value))
-
-
-@dataclass
-class _Attempt:
-    """What one attempt asks the CLI to do."""
-
-    prompt: str
-    resume: str | None = None
-    fork: bool = False
-    resume_at: str | None = None
-    session_id: str | None = None  # start a new session under this id (lineage kept it)
 
 
 class Runtime:
@@ -285,7 +234,7 @@ class Runtime:
         self._current = result
         self._loop = asyncio.get_running_loop()
         self._watermark, self._warned = 0, False
-        plan = _Attempt(prompt, resume=resume, fork=fork, resume_at=resume_at, session_id=session_id)
+        plan = Plan(prompt, resume=resume, fork=fork, resume_at=resume_at, session_id=session_id)
         degraded_in_row = 0
         attempt = 0
         try:
@@ -308,17 +257,14 @@ class Runtime:
                             payload={"step": result.step, "attempt": attempt, "interrupt": True},
                         ),
                     )
-                    head = INTERRUPT_WITH_WORDS.format(said=words) if words else INTERRUPT_SILENT
-                    plan = self._continue(result, f"{head}\n\n{INTERRUPT_NOTE}")
+                    plan = self._continue(result, interrupt_prompt(words))
                     attempt -= 1
                     continue
                 if self._should_hand_off(result, fresh):
-                    from flower_magic.core.succession import hand_off
-
                     verdict = await hand_off(self, spec, plan.prompt, result, fresh, degraded_in_row, on_event)
                     if verdict is None:
                         break
-                    plan, degraded_in_row = _Attempt(verdict[0]), verdict[1]
+                    plan, degraded_in_row = Plan(verdict[0]), verdict[1]
                     attempt -= 1
                     continue
                 if not await self._retry_wait(result, attempt, on_event):
@@ -346,15 +292,15 @@ class Runtime:
             self._persist()
         return result
 
-    def _continue(self, result: StepResult, prompt: str) -> _Attempt:
+    def _continue(self, result: StepResult, prompt: str) -> Plan:
         """The next attempt on the same session: resume it, or restart it under its id if no
         transcript reached the store (a kill or outage before the first mirror flush)."""
         sid = result.session_id
         assert sid is not None
         result.resumed = True
         if self.has_session(sid):
-            return _Attempt(prompt, resume=sid)
-        return _Attempt(prompt, session_id=sid)
+            return Plan(prompt, resume=sid)
+        return Plan(prompt, session_id=sid)
 
     async def _retry_wait(self, result: StepResult, attempt: int, on_event: Sink | None) -> bool:
         """Decide whether a failed attempt is retried; wait for the network and back off if so."""
@@ -396,7 +342,7 @@ class Runtime:
 
     # -- one attempt -----------------------------------------------------------------------------
 
-    def _options(self, spec: AgentSpec, plan: _Attempt) -> Any:
+    def _options(self, spec: AgentSpec, plan: Plan) -> Any:
         if self.handoff.enabled and spec.compact is None:
             # Hand-off replaces compaction: a summary the person cannot read or edit loses what the
             # written hand-off keeps.
@@ -422,7 +368,7 @@ class Runtime:
             with contextlib.suppress(OSError):
                 path.rename(path.with_name(f"{path.name}.stale-{time.strftime('%Y%m%d-%H%M%S')}"))
 
-    async def _attempt(self, spec: AgentSpec, plan: _Attempt, result: StepResult, on_event: Sink | None) -> None:
+    async def _attempt(self, spec: AgentSpec, plan: Plan, result: StepResult, on_event: Sink | None) -> None:
         """One CLI session turn. Never raises for SDK failures (they become ``result.error``)."""
         from claude_agent_sdk import ClaudeSDKClient
 
@@ -510,48 +456,11 @@ class Runtime:
         elif event.kind == "text" and main:
             texts.append(event.text)
         if main and isinstance(event.payload.get("context"), int):
-            self._track_context(event, result, on_event)
+            watch_context(self, int(event.payload["context"]), result, on_event)
         if main and not self._model_checked and isinstance(event.payload.get("model"), str):
-            self._check_model(event.payload["model"], on_event)
+            self._model_checked = True
+            check_model(self, event.payload["model"], on_event)
         self._emit(on_event, event)
-
-    def _track_context(self, event: Event, result: StepResult, on_event: Sink | None) -> None:
-        ctx = int(event.payload["context"])
-        result.context = ctx
-        self._watermark = max(self._watermark, ctx)
-        policy = self.handoff
-        if policy.enabled and not self._warned and self._watermark >= policy.warn_at:
-            self._warned = True
-            self._emit(
-                on_event,
-                Event(
-                    "handoff",
-                    f"上下文 {ctx / 1000:.1f}K,接近交接线 {policy.at / 1000:.0f}K",
-                    payload={
-                        "phase": "near",
-                        "step": result.step,
-                        "context": ctx,
-                        "window": policy.window,
-                        "at": policy.at,
-                    },
-                ),
-            )
-
-    def _check_model(self, served: str, on_event: Sink | None) -> None:
-        from flower_magic.core.handoff import model_mismatch
-
-        self._model_checked = True
-        want = (
-            self.env.get("ANTHROPIC_MODEL")
-            or os.environ.get("ANTHROPIC_MODEL")
-            or os.environ.get("ANTHROPIC_DEFAULT_OPUS_MODEL")
-            or ""
-        )
-        warning = model_mismatch(want, served) if want else None
-        if warning:
-            self._emit(
-                on_event, Event("error", warning, payload={"model_mismatch": True, "want": want, "served": served})
-            )
 
     @staticmethod
     def _emit(sink: Sink | None, event: Event) -> None:

@@ -17,6 +17,7 @@ Guarantees:
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -30,13 +31,15 @@ from flower_magic.core.handoff import (
     generation_cap_error,
     handoff_path,
     handoff_prompt,
+    model_mismatch,
     remember_overflow,
 )
+from flower_magic.core.result import HANDOFF_DUE, Plan, StepResult
 from flower_magic.core.wake import notes_dir
 
 if TYPE_CHECKING:
     from flower_magic.core.agent import AgentSpec
-    from flower_magic.core.runtime import Runtime, StepResult
+    from flower_magic.core.runtime import Runtime
 
 DEGRADED_IN_ROW_LIMIT = 2  # the "novel" run burned $3,000 on 7 empty hand-offs in a row
 
@@ -49,8 +52,6 @@ def base_step(label: str) -> str:
 async def _write_turn(rt: Runtime, spec: AgentSpec, result: StepResult) -> tuple[Handoff, str]:
     """Resume the full session for one more turn that writes the hand-off. Returns it and why it is
     degraded ("" if it is not)."""
-    from flower_magic.core.runtime import StepResult, _Attempt
-
     step = base_step(result.step)
     turn = StepResult(step=result.step, session_id=result.session_id)
     rt._writing_handoff = True
@@ -58,7 +59,7 @@ async def _write_turn(rt: Runtime, spec: AgentSpec, result: StepResult) -> tuple
         # Not streamed, and without the step's budget cap: an unfinished hand-off is worth the spend.
         await rt._attempt(
             replace(spec, max_budget_usd=None),
-            _Attempt(handoff_prompt(rt._watermark, rt.handoff.window), resume=result.session_id),
+            Plan(handoff_prompt(rt._watermark, rt.handoff.window), resume=result.session_id),
             turn,
             None,
         )
@@ -85,8 +86,6 @@ async def hand_off(
 ) -> tuple[str, int] | None:
     """Write the hand-off and retire the session. Returns the successor's first prompt and the count
     of degraded hand-offs in a row, or None when the step must stop (``result.error`` says why)."""
-    from flower_magic.core.runtime import HANDOFF_DUE
-
     policy = rt.handoff
     step = base_step(result.step)
     overflowed = result.error != HANDOFF_DUE
@@ -142,3 +141,30 @@ async def hand_off(
     result.session_id = None
     rt._watermark, rt._warned = 0, False
     return doc.prompt_block(), streak
+
+
+def watch_context(rt: Runtime, context: int, result: StepResult, on_event: Sink | None) -> None:
+    """Track the main thread's context: the step's watermark, and one warning per generation when it
+    comes within ``WARN_BEFORE_TOKENS`` of the hand-off line."""
+    result.context = context
+    rt._watermark = max(rt._watermark, context)
+    policy = rt.handoff
+    if policy.enabled and not rt._warned and rt._watermark >= policy.warn_at:
+        rt._warned = True
+        text = f"上下文 {context / 1000:.1f}K,接近交接线 {policy.at / 1000:.0f}K"
+        payload = {"phase": "near", "step": result.step, "context": context, "window": policy.window, "at": policy.at}
+        rt._emit(on_event, Event("handoff", text, payload=payload))
+
+
+def check_model(rt: Runtime, served: str, on_event: Sink | None) -> None:
+    """Warn once when the gateway serves another model than configured: the window guess is then off."""
+    want = (
+        rt.env.get("ANTHROPIC_MODEL")
+        or os.environ.get("ANTHROPIC_MODEL")
+        or os.environ.get("ANTHROPIC_DEFAULT_OPUS_MODEL")
+        or ""
+    )
+    warning = model_mismatch(want, served) if want else None
+    if warning:
+        payload = {"model_mismatch": True, "want": want, "served": served}
+        rt._emit(on_event, Event("error", warning, payload=payload))

@@ -1,0 +1,96 @@
+"""Guards: the public surface, cheap imports, and which way dependencies point."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import flower_magic
+
+PACKAGE = Path(flower_magic.__file__).parent
+HEAVY = ("claude_agent_sdk", "ipywidgets", "jupyter_server", "IPython", "tornado")
+PUBLIC = {
+    "AgentSpec",
+    "Lineage",
+    "Runtime",
+    "Step",
+    "StepResult",
+    "Workflow",
+    "__version__",
+    "load_ipython_extension",
+    "unload_ipython_extension",
+    "wake_state",
+}
+
+
+def _modules_after(code: str) -> list[str]:
+    probe = f"{code}\nimport sys, json\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    return list(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_all_is_exactly_the_public_names() -> None:
+    assert set(flower_magic.__all__) == PUBLIC
+    for name in PUBLIC:
+        assert getattr(flower_magic, name) is not None
+
+
+def test_import_flower_magic_is_light() -> None:
+    loaded = _modules_after("import flower_magic")
+    assert [m for m in HEAVY if m in loaded] == []
+
+
+def test_public_names_do_not_import_the_sdk_or_jupyter() -> None:
+    """`from flower_magic import Runtime, ...` must stay cheap: the SDK loads when a step runs."""
+    loaded = _modules_after(
+        "from flower_magic import AgentSpec, Runtime, Step, StepResult, Workflow, Lineage, wake_state"
+    )
+    assert [m for m in HEAVY if m in loaded] == []
+
+
+def test_testing_module_is_stdlib_only() -> None:
+    loaded = _modules_after("import flower_magic.testing")
+    assert [m for m in HEAVY if m in loaded] == []
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_engine_never_imports_the_front_ends() -> None:
+    """core/, stores/ and workflow/ never import IPython, widgets, the server or any front end."""
+    forbidden = (
+        "IPython",
+        "ipywidgets",
+        "ipykernel",
+        "jupyter_server",
+        "tornado",
+        "flower_magic.magics",
+        "flower_magic.display",
+        "flower_magic.server",
+        "flower_magic.panel",
+        "flower_magic.cli",
+    )
+    offenders = []
+    for folder in ("core", "stores", "workflow"):
+        for path in (PACKAGE / folder).rglob("*.py"):
+            for name in _imports(path):
+                if name.startswith(forbidden):
+                    offenders.append(f"{path.relative_to(PACKAGE)} imports {name}")
+    assert offenders == []
+
+
+def test_no_module_grows_past_the_split_line() -> None:
+    """DESIGN §3: aim under 300 lines, split at 500."""
+    big = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if len(p.read_text().splitlines()) > 500]
+    assert big == []

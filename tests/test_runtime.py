@@ -1,0 +1,168 @@
+"""Runtime: clear errors before anything starts, events, and the store keys it shares with the SDK."""
+
+from __future__ import annotations
+
+import os
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+from flower_magic import AgentSpec, Runtime
+from flower_magic.core.errors import CredentialsError, PathError, has_credentials
+from flower_magic.core.events import Event, context_of, normalize, session_id_of, tool_summary
+from flower_magic.core.project import local_transcript, project_key
+from flower_magic.testing import FakeAnthropic, text
+
+
+def _no_credentials(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
+    for key in (
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+        "CLAUDE_CODE_USE_BEDROCK",
+        "CLAUDE_CODE_USE_VERTEX",
+        "CLAUDE_CODE_USE_FOUNDRY",
+    ):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(home / ".claude"))
+
+
+def test_no_credentials_is_one_clear_error_before_anything_starts(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fake_api: FakeAnthropic
+) -> None:
+    _no_credentials(monkeypatch, tmp_path / "home")
+    with pytest.raises(CredentialsError) as info:
+        Runtime(workspace=tmp_path / "ws", run_dir=tmp_path / "runs")
+    message = str(info.value)
+    assert "ANTHROPIC_API_KEY" in message and "claude login" in message
+    # Nothing was created and no CLI ever talked to an API.
+    assert not (tmp_path / "ws").exists() and not (tmp_path / "runs").exists()
+    assert fake_api.requests == []
+
+
+def test_a_claude_login_counts_as_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    _no_credentials(monkeypatch, home)
+    assert not has_credentials()
+    (home / ".claude").mkdir(parents=True)
+    (home / ".claude" / ".credentials.json").write_text("{}")
+    assert has_credentials()
+    assert has_credentials({"ANTHROPIC_AUTH_TOKEN": "x"})
+
+
+def test_unusable_directories_are_named(fake_api_env: dict[str, str], tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    with pytest.raises(PathError) as info:
+        Runtime(workspace=blocker / "ws")
+    assert str(blocker / "ws") in str(info.value) and info.value.role == "workspace"
+    with pytest.raises(PathError) as info:
+        Runtime(workspace=tmp_path / "ws", run_dir=blocker)
+    assert str(blocker) in str(info.value) and "-r/--run-dir" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/tmp/x", "/home/u/my_proj.v2", "/tmp/naïve café", "/tmp/" + "deep/" * 60 + "end", "/tmp/日本語/データ"],
+)
+def test_project_key_matches_the_sdk(path: str) -> None:
+    from claude_agent_sdk import project_key_for_directory
+
+    assert project_key(path) == project_key_for_directory(path)
+    assert unicodedata.is_normalized("NFC", project_key(path))
+
+
+def test_local_transcript_location() -> None:
+    env = {"CLAUDE_CONFIG_DIR": "/c"}
+    assert local_transcript("/w/x", "abc", env) == Path("/c/projects/-w-x/abc.jsonl")
+
+
+def test_normalize_real_sdk_messages() -> None:
+    from claude_agent_sdk import (
+        AssistantMessage,
+        ResultMessage,
+        SystemMessage,
+        TextBlock,
+        ToolResultBlock,
+        ToolUseBlock,
+        UserMessage,
+    )
+
+    init = SystemMessage(subtype="init", data={"session_id": "s1", "model": "m", "apiKeySource": "ANTHROPIC_API_KEY"})
+    assert session_id_of(init) == "s1"
+    (ev,) = normalize(init)
+    assert ev.kind == "system" and ev.payload == {"session_id": "s1", "model": "m"}
+
+    usage = {"input_tokens": 100, "cache_read_input_tokens": 20, "cache_creation_input_tokens": 3}
+    msg = AssistantMessage(
+        content=[TextBlock("hi"), ToolUseBlock("t1", "Bash", {"command": "ls -la"})], model="m", usage=usage
+    )
+    text_ev, call = normalize(msg)
+    assert (text_ev.kind, text_ev.text, text_ev.payload["context"], text_ev.payload["subagent"]) == (
+        "text",
+        "hi",
+        123,
+        False,
+    )
+    assert (call.kind, call.tool, call.text, str(call)) == ("tool_call", "Bash", "ls -la", "[Bash] ls -la")
+    assert "context" not in call.payload
+
+    synthetic = AssistantMessage(
+        content=[TextBlock("API Error: 529 Overloaded")], model="<synthetic>", error="server_error"
+    )
+    (err,) = normalize(synthetic)
+    assert err.kind == "error" and err.payload["synthetic"] and "529" in err.text
+
+    sub = UserMessage(content=[ToolResultBlock("t1", "x" * 900, True)], parent_tool_use_id="p")
+    (res,) = normalize(sub)
+    assert res.kind == "tool_result" and len(res.text) == 500 and res.payload["subagent"] and res.payload["is_error"]
+
+    done = ResultMessage(
+        subtype="success",
+        duration_ms=1,
+        duration_api_ms=1,
+        is_error=False,
+        num_turns=2,
+        session_id="s1",
+        total_cost_usd=0.5,
+    )
+    (r,) = normalize(done)
+    assert (r.kind, r.payload["cost_usd"], r.payload["num_turns"]) == ("result", 0.5, 2)
+    assert Event("text").__str__() == "<text>"
+    assert context_of(None) == 0 and tool_summary("X", {"a": 1}) == '{"a": 1}'
+
+
+@pytest.mark.anyio
+@pytest.mark.slow
+async def test_session_id_reaches_on_session_before_the_first_request(
+    fake_api: FakeAnthropic, fake_api_env: dict[str, str], workspace: Path
+) -> None:
+    """The id is handed over the moment the init message arrives, before the model is even asked."""
+    fake_api.add(text("ok"))
+    rt = Runtime(workspace=workspace, run_dir=workspace / "runs", resilience=False)
+    seen: list[tuple[str, int]] = []
+    rt.on_session = lambda sid: seen.append((sid, len(fake_api.requests)))
+    try:
+        result = await rt.run(AgentSpec(name="a", instructions="", allowed_tools=[]), "hi")
+    finally:
+        rt.close()
+    assert result.ok and result.text == "ok" and result.num_turns == 1 and result.cost_usd > 0
+    assert seen == [(result.session_id, 0)]
+    assert rt.on_session is not None  # the runtime never detaches a hook it did not attach
+    assert os.path.isfile(workspace / "runs" / "manifest.json")
+
+
+@pytest.mark.anyio
+@pytest.mark.slow
+async def test_sdk_failure_never_escapes_run(fake_api_env: dict[str, str], workspace: Path) -> None:
+    """A CLI that cannot start (a bad option) ends the step with an error text, not an exception."""
+    rt = Runtime(workspace=workspace, run_dir=workspace / "runs", resilience=False)
+    try:
+        result = await rt.run(AgentSpec(name="a", instructions="", permission_mode="no-such-mode"), "hi")
+    finally:
+        rt.close()
+    assert not result.ok and result.error
+    rows = (workspace / "runs" / "manifest.json").read_text(encoding="utf-8")
+    assert '"ok": false' in rows
