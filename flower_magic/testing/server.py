@@ -22,7 +22,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from flower_magic.testing.replies import Reply
 from flower_magic.testing.request import SECRET_HEADERS, Request
 
 # A dummy key the CLI accepts as "configured"; the fake server never checks it.
-FAKE_API_KEY = "sk-ant-fake-key-for-tests"
+FAKE_API_KEY = "fake-key-for-flower-tests"
 CHARS_PER_TOKEN = 4  # rough, but makes context grow as a conversation grows
 
 
@@ -82,7 +82,8 @@ class FakeAnthropic:
 
     Args:
         script: replies, answered in order (see ``flower_magic.testing.replies``).
-        default: answer for requests no scripted reply accepts; ``None`` answers them with a 400
+        default: answer for requests no scripted reply accepts (a reply, or a function of the request
+            that returns one: a tiny "model"); ``None`` answers them with a 400
             that says the script ran out (the CLI then fails the turn, which makes a test fail loudly).
         port: 0 picks a free port; the port is kept across ``stop()``/``start()``.
         strict: reject histories with unpaired tool calls, as the real API does.
@@ -94,7 +95,7 @@ class FakeAnthropic:
         self,
         script: Iterable[Reply] = (),
         *,
-        default: Reply | None = None,
+        default: Reply | Callable[[Request], Reply] | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
         strict: bool = True,
@@ -207,6 +208,8 @@ class FakeAnthropic:
                         if reply.times <= 0:
                             del self._script[i]
                     return reply
+        if callable(self.default):
+            return self.default(request)
         if self.default is not None:
             return self.default
         raise NoScriptedReply(
