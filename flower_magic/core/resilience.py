@@ -89,6 +89,7 @@ _FATAL_RE = re.compile(
             r"quota exceeded",
             r"budget",
             r"max_turns",
+            r"maximum number of turns",
             r"CLINotFound",
         ]
     ),
@@ -142,6 +143,40 @@ def _scrub_addresses(text: str) -> str:
     text = _URL_RE.sub(" ", text)
     text = _GATEWAY_HINT_RE.sub(" ", text)
     return _HOST_PORT_RE.sub(" ", text)
+
+
+# What to do about a fatal error, by what it says; first match wins.
+_FATAL_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (
+        re.compile(r"invalid.?api.?key|authentication|unauthorized|forbidden|" + _status(401, 403), re.IGNORECASE),
+        "the API refused the credentials: check ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN with "
+        "ANTHROPIC_BASE_URL for a gateway), or log in again with `claude login`",
+    ),
+    (
+        re.compile(r"credit balance|billing|quota exceeded", re.IGNORECASE),
+        "the account has no credit or quota left: top it up, or use another key",
+    ),
+    (re.compile(r"budget", re.IGNORECASE), "the step reached its max_budget_usd; raise it in the AgentSpec"),
+    (re.compile(r"max_turns|maximum number of turns", re.IGNORECASE), "the step reached its max_turns limit"),
+    (
+        re.compile(r"not.?found|" + _status(404), re.IGNORECASE),
+        "the endpoint or model was not found: check ANTHROPIC_BASE_URL and ANTHROPIC_MODEL",
+    ),
+    (
+        re.compile(r"invalid_request|" + _status(400), re.IGNORECASE),
+        "the API rejected the request as invalid (400); if it names a model or a setting, fix that, "
+        "otherwise keep runs/manifest.json and report it",
+    ),
+)
+
+
+def fatal_hint(text: str | None) -> str:
+    """What the person should do about a fatal error (empty when nothing specific applies)."""
+    cleaned = _scrub_addresses(text or "")
+    for pattern, hint in _FATAL_HINTS:
+        if pattern.search(cleaned):
+            return hint
+    return ""
 
 
 def classify(text: str | None) -> Kind:

@@ -34,7 +34,7 @@ from flower_magic.core.events import Event, Sink, normalize, session_id_of
 from flower_magic.core.handoff import HandoffPolicy
 from flower_magic.core.launcher import cli_launcher
 from flower_magic.core.project import config_dir, local_transcript, project_key
-from flower_magic.core.resilience import Resilience, classify, cli_retry_env
+from flower_magic.core.resilience import Resilience, classify, cli_retry_env, fatal_hint
 from flower_magic.core.result import (
     CANCELLED,
     HANDOFF_DUE,
@@ -309,6 +309,9 @@ class Runtime:
             return False
         kind = classify(result.error or "")
         if not policy.should_retry(kind):
+            hint = fatal_hint(result.error) if kind == "fatal" else ""
+            if hint and result.error and hint not in result.error:
+                result.error = f"{result.error} — {hint}"
             return False
 
         def note(text: str) -> None:
@@ -476,7 +479,7 @@ class Runtime:
 
 
 def _make_store(path: Path, workspace: Path, trim: Any, ephemeral: Any, keep_denials: int) -> Any:
-    """The one store every Runtime uses (``<run_dir>/sessions.db``)."""
-    from flower_magic.stores import SqliteSessionStore
+    """The one store every Runtime uses: ``<run_dir>/sessions.db``, pruned (and trimmed) on load."""
+    from flower_magic.stores.prune import PruningSessionStore
 
-    return SqliteSessionStore(path)
+    return PruningSessionStore(path, workspace=workspace, trim=trim, ephemeral=ephemeral, keep_denials=keep_denials)
