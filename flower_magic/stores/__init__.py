@@ -1,0 +1,8 @@
+"""SessionStore implementations for claude-agent-sdk (``runs/sessions.db`` and what ``load()`` rewrites).
+
+Importing this package does not import ``claude_agent_sdk``.
+"""
+
+from flower_magic.stores.sqlite import SqliteSessionStore
+
+__all__ = ["SqliteSessionStore"]
