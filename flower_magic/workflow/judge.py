@@ -1,0 +1,204 @@
+"""Goals and the goal guard: the goal step (设定目标) and ``with_goal``, which puts an independent
+judge after every work round.
+
+Guarantees:
+    - The judge is a NEW session every round and every wake: it is run from the gate with no
+      ``resume``, after the lineage hook was detached, so it never enters lineage and never learns
+      how hard the worker tried. Letting it continue would turn the guard into self-audit.
+    - A rejected round resumes the SAME work session with the judge's feedback (``干活#round2`` …).
+    - The judge reads the frozen ``目标.md``; a goal re-derived after a wake phrase is what it judges.
+    - No fake passes: without a runtime the gate aborts; an unclear verdict counts as "not yet".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import re
+from pathlib import Path
+from typing import Any
+
+from flower_magic.core.events import Event
+from flower_magic.workflow.base import Ctx, Step, StepAbort
+from flower_magic.workflow.goal import Goal
+from flower_magic.workflow.roles import SET_PROMPT, VERIFY_PROMPT, goal_setter, judge
+from flower_magic.workflow.verdict import ACHIEVED, UNREACHABLE, Verdict
+
+GOAL_STEP = "设定目标"
+GOAL_KEY = "_goal"
+VERDICT_KEY = "_verdict"
+ROUND_KEY = "_goal_rounds"
+VERDICTS_KEY = "_verdicts"  # every verdict of this process, in order (for front ends)
+
+UNREACHABLE_Q = "目标被判为**无法达成**:{reason}\n怎么办?"
+ACCEPT = "接受这个结果,就这样往下走"
+AMEND = "修改目标"
+MISJUDGED = "你判断错了,继续做"
+NEW_GOAL_Q = "新的目标是什么?(一句话,会追加到原目标后面)"
+NO_ONE = "目标被判为无法达成,而且无人应答 —— 已停下。理由:{reason}\n看 {path} 和 runs/manifest.json,人来决定下一步。"
+NO_RUNTIME = "拿不到 Runtime,无法判定目标(ctx['_runtime'] 缺失)"
+UNCLEAR = "判定者没给出明确结论,按未达成处理"
+AMENDED_REASON = "目标已被人修改。新目标:\n{block}"
+HUMAN_SAYS_REACHABLE = "人认为这个目标是能达成的,判定者判断有误。人的说法:{answer}"
+
+
+def _hydrate(ctx: Ctx, goal: Goal, name: str) -> None:
+    ctx[GOAL_KEY] = goal
+    ctx[name] = goal.prompt_block()
+
+
+def goal_step(
+    channel: Any,
+    *,
+    goal_path: Path,
+    brief_key: str = "确认需求",
+    name: str = GOAL_STEP,
+    instructions: str = "",
+    always_set: bool = False,
+    on_fail: str = "stop",
+    retries: int = 0,
+) -> Step:
+    """Derive 目标.md from the brief; skipped when it is complete, unless ``always_set``.
+
+    There is no resume prompt on purpose: re-deriving needs the full brief.
+    """
+
+    def when(ctx: Ctx) -> bool:
+        goal = Goal.load(goal_path)
+        if not always_set and goal is not None and goal.complete():
+            _hydrate(ctx, goal, name)
+            return False
+        return True
+
+    def prompt(ctx: Ctx) -> str:
+        return SET_PROMPT.format(brief=ctx.get(brief_key) or "(没有确认书)")
+
+    def gate(result: Any, ctx: Ctx) -> bool:
+        goal = Goal.parse(result.text or "")
+        if not goal.complete():
+            return False
+        goal.write(goal_path)
+        _hydrate(ctx, goal, name)
+        doubtful = goal.unverifiable
+        sink = ctx.get("_on_event")
+        if doubtful and sink is not None:
+            lines = "\n".join(f"  · {c}" for c in doubtful)
+            text = (
+                f"目标里有 {len(doubtful)}/{len(goal.checks)} 条在这个环境里验不了 —— 判定时它们必然过不去,"
+                f"会停下来问你。现在改 {goal_path} 还来得及:\n{lines}"
+            )
+            payload = {"unverifiable": doubtful, "total": len(goal.checks), "path": str(goal_path)}
+            with contextlib.suppress(Exception):
+                sink(Event("task", text, payload=payload))
+        return True
+
+    def reduce(result: Any, ctx: Ctx) -> str:
+        return str(ctx[name])
+
+    return Step(
+        name,
+        goal_setter(channel, instructions=instructions),
+        prompt,
+        when=when,
+        gate=gate,
+        reduce=reduce,
+        on_fail=on_fail,
+        retries=retries,
+    )
+
+
+def with_goal(
+    step: Step,
+    channel: Any,
+    *,
+    goal_path: Path,
+    rounds: int = 3,
+    can_run: bool = False,
+    instructions: str = "",
+    name: str | None = None,
+) -> Step:
+    """``step`` with a judge after every round: at most ``rounds`` rounds in this wake."""
+    label = name or f"{step.name}·判定"
+    judge_spec = judge(can_run=can_run, instructions=instructions)
+
+    async def gate(result: Any, ctx: Ctx) -> bool:
+        rt = ctx.get("_runtime")
+        if rt is None:
+            raise StepAbort(NO_RUNTIME)
+        ctx[ROUND_KEY] = ctx.get(ROUND_KEY, 0) + 1
+        stored = ctx.get(GOAL_KEY)
+        goal = stored if isinstance(stored, Goal) and stored.complete() else Goal.load(goal_path) or Goal()
+        report = result.text or "(这一轮没有回话)"
+        verdict_run = await rt.run(
+            judge_spec,
+            VERIFY_PROMPT.format(goal=goal.prompt_block(), report=report),
+            step_name=f"{label}#{ctx[ROUND_KEY]}",
+            on_event=ctx.get("_on_event"),
+        )
+        verdict = Verdict.parse(verdict_run.text if verdict_run.ok else "")
+        ctx[VERDICT_KEY] = verdict
+        ctx.setdefault(VERDICTS_KEY, []).append(verdict)
+        _emit(ctx, verdict, goal)
+        if verdict.state == ACHIEVED:
+            return True
+        if verdict.state != UNREACHABLE:
+            if not verdict.state and not verdict.reason:
+                verdict.reason = UNCLEAR
+            return False
+        return await _unreachable(channel, verdict, goal, goal_path, ctx)
+
+    def on_reject(result: Any, ctx: Ctx) -> str:
+        verdict = ctx.get(VERDICT_KEY)
+        return verdict.feedback() if isinstance(verdict, Verdict) else ""
+
+    return dataclasses.replace(step, retries=max(0, rounds - 1), gate=gate, on_reject=on_reject)
+
+
+async def _unreachable(channel: Any, verdict: Verdict, goal: Goal, goal_path: Path, ctx: Ctx) -> bool:
+    """Ask the human what to do about a goal the judge calls unreachable."""
+    reason = verdict.reason or "(没给理由)"
+    ask = await channel.ask(UNREACHABLE_Q.format(reason=reason), [ACCEPT, AMEND, MISJUDGED])
+    answer = (ask.answer or "").strip() if ask.state == "answered" else ""
+    if not answer:
+        raise StepAbort(NO_ONE.format(reason=reason, path=goal_path))
+    if answer == ACCEPT or answer.startswith(ACCEPT[:4]):
+        return True
+    if answer.startswith("修改"):
+        extra = await channel.ask(NEW_GOAL_Q)
+        text = (extra.answer or "").strip() if extra.state == "answered" else ""
+        if text:
+            amended = goal.amend(text)
+            amended.write(goal_path)
+            _hydrate(ctx, amended, GOAL_STEP)
+            verdict.reason = AMENDED_REASON.format(block=amended.prompt_block())
+        return False
+    verdict.reason = HUMAN_SAYS_REACHABLE.format(answer=answer)
+    return False
+
+
+def _emit(ctx: Ctx, verdict: Verdict, goal: Goal) -> None:
+    """Tell front ends the verdict, check by check (for the goal list)."""
+    sink = ctx.get("_on_event")
+    if sink is None:
+        return
+    failed = set(verdict.failed)
+    checks = [{"check": c, "passed": verdict.state == ACHIEVED or not _mentioned(c, failed)} for c in goal.checks]
+    payload = {
+        "verdict": verdict.state or "unclear",
+        "reason": verdict.reason,
+        "failed": list(verdict.failed),
+        "round": ctx.get(ROUND_KEY, 0),
+        "checks": checks,
+    }
+    with contextlib.suppress(Exception):
+        sink(Event("task", f"判定:{verdict.state or 'unclear'}", payload={"kind": "verdict", **payload}))
+
+
+def _mentioned(check: str, failed: set[str]) -> bool:
+    """Whether a check is among the judge's failed items (judges quote them loosely)."""
+
+    def key(text: str) -> str:
+        return re.sub(r"[。.;;\s]+$", "", text.strip())[:40]
+
+    core = key(check)
+    return any(core and (core in f or key(f) in check) for f in failed)

@@ -1,0 +1,251 @@
+"""Every line a person reads about a run, built from facts in one place: the terminal and the
+notebook render the same segments (the terminal with ANSI colours, the notebook as escaped HTML).
+
+Chinese by default, as the original; English with ``lang="en"`` (``--lang en``, ``FLOWER_LANG=en``,
+``%config FlowerMagics.lang = "en"``). Step names and file names are data and stay as they are.
+
+A line is a list of ``(style, text)`` segments; styles: ``""``, ``dim``, ``bold``, ``head``,
+``ok``, ``bad``, ``warn``, ``note``.
+"""
+
+from __future__ import annotations
+
+import os
+import unicodedata
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+Segment = tuple[str, str]
+Line = list[Segment]
+
+LANGS = ("zh", "en")
+MIN_WIDTH, MAX_WIDTH = 40, 110  # the step header's rule: readable in a narrow pane, not absurd on a wide one
+
+_TEXTS: dict[str, dict[str, str]] = {
+    "zh": {
+        "wake_head": "<- 在 {where} 接上上次",
+        "brief_ok": "需求已确认",
+        "goals": "目标 {n} 条",
+        "work_ctx": "干活上下文 {ctx}",
+        "wake_n": "第 {n} 次唤醒",
+        "carried": "<- 接上次",
+        "unreadable": "! {what} 读不了,已另存为 {aside},这次从头开始",
+        "ask_fresh": "要做什么?",
+        "ask_fresh_hint": " 一句话就够,回车开始(Ctrl-C 退出)",
+        "ask_wake": "接着上次?",
+        "ask_wake_hint": " 直接回车 = 接着做;也可以说点新的;/new = 重开一件事(Ctrl-C 退出)",
+        "empty_ask": '诉求是空的。直接 `flower` 然后按提示输入,或者 flower "帮我做一个 X"。',
+        "need_ask": "要给一句诉求,例如 flower '帮我做一个 X'",
+        "cancelled": "已取消",
+        "done": "完成",
+        "failed": "失败",
+        "result": "{turns} 轮 · ${cost:.4f} · 用时 {elapsed}",
+        "status": "上下文 {ctx} · 累计 ${cost:.2f} · {elapsed}",
+        "round": "第 {n}/{total} 轮",
+        "total": "总花费 ${cost:.4f} · 清单 {manifest}",
+        "aborted": "在步骤 '{step}' 中止",
+        "handoff_head": "上下文 {ctx}/{window}K —— 写交接准备换代",
+        "handoff_degraded": "交接没写成,用了降级版本 —— 接手的人会自己去现场看",
+        "handoff_doing": "现在在做",
+        "handoff_decided": "已定的事",
+        "handoff_deadends": "走不通的",
+        "handoff_next": "下一步",
+        "handoff_path": "<- 交接写在 {path}",
+        "handoff_new": "<- 新会话接手,上下文从 {ctx} 重新开始",
+        "interrupted": "! 已打断这一轮。正在跑的 subagent 会丢掉半成品。",
+        "interrupt_say": "  要说什么?(直接回车 = 什么都不说,接着跑;再按一次 Ctrl+C = 退出)",
+        "pending_asks": "  (有 {n} 个提问还等着,打断不影响它们)",
+        "no_tty": "! 标准输入不是终端,没人能回答提问。想让它自己判断就加 --timeout 0",
+        "received": "+ 收到 (它下次查收件箱时会看到;已追加进确认书)",
+        "received_no_brief": "+ 收到 (它下次查收件箱时会看到;没有确认书可落盘 —— 它可能活不过下一个步骤)",
+        "continue_hint": '用 %flower 接着做,%flower "一句话" 带上新要求,%flower --new "另一件事" 重开。',
+        "question": "? {question}",
+        "archived": "<- 旧的需求、目标和会话谱系已归档到 {path}",
+        "unverifiable": "目标里有 {n}/{total} 条在这个环境里验不了 —— 判定时它们必然过不去。现在改 {path} 还来得及:",
+        "verdict_pass": "通过",
+        "verdict_fail": "未通过",
+        "verdict_none": "未判定",
+    },
+    "en": {
+        "wake_head": "<- picking up in {where}",
+        "brief_ok": "brief confirmed",
+        "goals": "{n} goals",
+        "work_ctx": "work context {ctx}",
+        "wake_n": "wake #{n}",
+        "carried": "<- continuing",
+        "unreadable": "! {what} was unreadable, kept as {aside}; starting fresh",
+        "ask_fresh": "What should it do?",
+        "ask_fresh_hint": " one sentence is enough; Enter to start (Ctrl-C to quit)",
+        "ask_wake": "Continue from last time?",
+        "ask_wake_hint": " Enter = keep going; or say something new; /new = start something else (Ctrl-C to quit)",
+        "empty_ask": 'Nothing to do: the request is empty. Run `flower` and type it, or flower "build me an X".',
+        "need_ask": "Say what to do, e.g. flower 'build me an X'",
+        "cancelled": "cancelled",
+        "done": "done",
+        "failed": "failed",
+        "result": "{turns} turns · ${cost:.4f} · {elapsed}",
+        "status": "context {ctx} · total ${cost:.2f} · {elapsed}",
+        "round": "round {n}/{total}",
+        "total": "total ${cost:.4f} · manifest {manifest}",
+        "aborted": "stopped in step '{step}'",
+        "handoff_head": "context {ctx}/{window}K — writing a hand-off before a new session takes over",
+        "handoff_degraded": "no hand-off could be written; a stand-in was used — the successor will inspect the scene",
+        "handoff_doing": "doing",
+        "handoff_decided": "decided",
+        "handoff_deadends": "dead ends",
+        "handoff_next": "next",
+        "handoff_path": "<- hand-off written to {path}",
+        "handoff_new": "<- a new session takes over; context starts again from {ctx}",
+        "interrupted": "! Interrupted this round. Subagents that were running lose their unfinished work.",
+        "interrupt_say": "  Anything to say? (Enter = nothing, keep going; Ctrl+C again = quit)",
+        "pending_asks": "  ({n} questions are still waiting; the interrupt does not affect them)",
+        "no_tty": "! stdin is not a terminal: nobody can answer questions. Add --timeout 0 to let it decide.",
+        "received": "+ received (it sees this the next time it checks its inbox; appended to the brief)",
+        "received_no_brief": "+ received (it sees this at its next inbox check; no brief to keep it in)",
+        "continue_hint": '%flower continues, %flower "a sentence" adds a request, %flower --new "other" starts over.',
+        "question": "? {question}",
+        "archived": "<- the old brief, goals and lineage were archived to {path}",
+        "unverifiable": "{n}/{total} checks cannot be verified here — the judge can never pass them. Edit {path} now:",
+        "verdict_pass": "passed",
+        "verdict_fail": "failed",
+        "verdict_none": "not judged yet",
+    },
+}
+
+
+def pick_lang(value: str | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """``value`` if given, else ``FLOWER_LANG``, else ``zh``. Raises ValueError for other languages."""
+    env = os.environ if environ is None else environ
+    lang = (value or env.get("FLOWER_LANG") or "zh").strip().lower()
+    if lang not in LANGS:
+        raise ValueError(f"unknown language {lang!r}; choose one of: {', '.join(LANGS)}")
+    return lang
+
+
+def say(key: str, lang: str = "zh", **fields: Any) -> str:
+    """One phrase in ``lang``, with its fields filled in."""
+    return _TEXTS[lang][key].format(**fields)
+
+
+def human_tokens(n: int) -> str:
+    """``80.2K`` for 80,200 tokens; plain digits under a thousand."""
+    return f"{n / 1000:.1f}K" if n >= 1000 else str(n)
+
+
+def human_elapsed(seconds: float) -> str:
+    """``m:ss`` under an hour, ``h:mm:ss`` after."""
+    s = int(max(0, seconds))
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+
+
+def short_path(path: str | Path, home: str | None = None) -> str:
+    """``~/x/y`` for a path under the home directory, else the absolute path."""
+    text = str(Path(path).expanduser().resolve())
+    home = home if home is not None else os.path.expanduser("~")
+    if home and home != "/" and (text == home or text.startswith(home.rstrip("/") + "/")):
+        return "~/" + text[len(home.rstrip("/")) + 1 :] if text != home else "~"
+    return text
+
+
+def cols(text: str) -> int:
+    """Display columns: East Asian wide, full-width and ambiguous characters take two."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WFA" else 1 for ch in text)
+
+
+def plain(line: Line) -> str:
+    return "".join(text for _, text in line)
+
+
+def wake_banner(facts: Mapping[str, Any], lang: str = "zh", *, home: str | None = None) -> Line:
+    """``<- 在 ~/proj 接上上次 需求已确认 · 目标 15 条 · 干活上下文 80.2K · 第 3 次唤醒``.
+
+    Args:
+        facts: ``core.wake.wake_facts`` (workspace, checks, woke, work_context).
+    """
+    bits = [say("brief_ok", lang)]
+    if facts.get("checks"):
+        bits.append(say("goals", lang, n=facts["checks"]))
+    if facts.get("work_context"):
+        bits.append(say("work_ctx", lang, ctx=human_tokens(int(facts["work_context"]))))
+    bits.append(say("wake_n", lang, n=int(facts.get("woke") or 0) + 1))
+    where = short_path(facts.get("workspace") or ".", home)
+    return [("head", say("wake_head", lang, where=where)), ("", " "), ("dim", " · ".join(bits))]
+
+
+def problem_line(facts: Mapping[str, Any], lang: str = "zh") -> Line | None:
+    """The one dim line saying an unreadable lineage was kept aside (None when all was readable)."""
+    problem = facts.get("problem")
+    if not problem:
+        return None
+    aside = facts.get("set_aside_as") or "lineage.json.unreadable-…"
+    return [("dim", say("unreadable", lang, what="lineage.json", aside=aside))]
+
+
+def step_header(
+    name: str, index: int, total: int, *, resumed: bool, woke: int, width: int = 80, lang: str = "zh"
+) -> Line:
+    """``== 干活 ======  3/3  <- 接上次 · 第 3 次唤醒``."""
+    tail = f"{index}/{total}"
+    if resumed:
+        tail += f"  {say('carried', lang)} · {say('wake_n', lang, n=woke)}"
+    width = max(MIN_WIDTH, min(MAX_WIDTH, width))
+    bar = "=" * max(4, width - cols(name) - cols(tail) - 6)
+    return [("head", f"== {name} {bar}"), ("", " "), ("dim", tail)]
+
+
+def result_line(ok: bool, turns: int, cost: float, elapsed_s: float, lang: str = "zh") -> Line:
+    mark, word = ("+", say("done", lang)) if ok else ("x", say("failed", lang))
+    return [
+        ("ok" if ok else "bad", f"{mark} {word}"),
+        ("", " "),
+        ("dim", say("result", lang, turns=turns, cost=cost, elapsed=human_elapsed(elapsed_s))),
+    ]
+
+
+def status_line(
+    context: int, cost: float, elapsed_s: float, lang: str = "zh", *, round_n: int = 0, rounds: int = 0
+) -> Line:
+    text = say("status", lang, ctx=human_tokens(context), cost=cost, elapsed=human_elapsed(elapsed_s))
+    if rounds:
+        text += " · " + say("round", lang, n=round_n, total=rounds)
+    return [("dim", f"- {text}")]
+
+
+def total_line(cost: float, manifest: str, lang: str = "zh") -> Line:
+    return [("bold", say("total", lang, cost=cost, manifest=manifest))]
+
+
+def handoff_block(payload: Mapping[str, Any], lang: str = "zh") -> list[Line]:
+    """The lines shown when a hand-off is done: the four sections, where it is, what happens next."""
+    window_k = int(payload.get("window") or 0) // 1000
+    lines: list[Line] = [
+        [
+            (
+                "warn",
+                "# " + say("handoff_head", lang, ctx=human_tokens(int(payload.get("context") or 0)), window=window_k),
+            )
+        ]
+    ]
+    if payload.get("degraded"):
+        lines.append([("bad", "  " + say("handoff_degraded", lang))])
+    sections = payload.get("sections") or {}
+    labels = [
+        ("doing", "handoff_doing"),
+        ("decided", "handoff_decided"),
+        ("deadends", "handoff_deadends"),
+        ("next", "handoff_next"),
+    ]
+    width = max(cols(say(k, lang)) for _, k in labels)
+    for field_name, key in labels:
+        body = str(sections.get(field_name) or "").strip()
+        if body:
+            label = say(key, lang)
+            first = body.splitlines()[0][:200]
+            lines.append([("bold", "  " + label + " " * (width - cols(label))), ("", "  " + first)])
+    if payload.get("path"):
+        lines.append([("dim", say("handoff_path", lang, path=payload["path"]))])
+    lines.append([("dim", say("handoff_new", lang, ctx=0))])
+    return lines

@@ -1,0 +1,146 @@
+"""The default workflow: clarify → goals → work with a judge, and what a phrase said at wake does.
+
+``flower "task"`` and ``%flower "task"`` both run ``starter_flow``.
+
+Guarantees:
+    - In a directory with a confirmed brief, a phrase is not a new task but one more remark in the
+      conversation, and it reaches all three places it must: it is appended to 需求.md (so every
+      later session reads it), it is sent to the resumed work session, and the goals are re-derived
+      (so the judge checks what was asked now, not the old list). Drop any one and it fails silently.
+    - Waking with nothing said appends nothing, re-derives nothing and costs nothing extra.
+    - ``new=True`` archives lineage.json, 需求.md and 目标.md together into
+      ``.flower/notes/archive/<ts>/`` (three facets of one history: never half of them) and starts
+      fresh; sessions.db is untouched, every transcript stays readable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from flower_magic.core.human import HumanChannel
+from flower_magic.core.lineage import Lineage
+from flower_magic.core.wake import BRIEF_NAME, GOAL_NAME, WORK_STEP, notes_dir
+from flower_magic.workflow.base import Ctx, Step, Workflow
+from flower_magic.workflow.brief import WAKE_LABEL, Brief
+from flower_magic.workflow.clarify import STEP_NAME as CLARIFY_STEP
+from flower_magic.workflow.clarify import clarify_step
+from flower_magic.workflow.judge import GOAL_KEY, goal_step, with_goal
+from flower_magic.workflow.roles import worker
+
+LOG_NAME = "问答记录.md"
+NEW_CMD = "/new"
+
+WORK_PROMPT = "照这份需求做:\n\n{brief}"
+WORK_GOAL = "\n\n---\n\n做完的判定标准(会有独立的判定者逐条核对):\n\n{goal}"
+WAKE_NOTHING_SAID = "接着做。上次做到哪就从哪接着,先用一句话说说你打算先动什么。"
+WAKE_REGOAL = "判定标准已经按这句话重新推导过,**以这份为准**:\n\n{goal}"
+
+
+class NoTaskError(ValueError):
+    """A fresh directory and nothing to do."""
+
+
+@dataclass
+class Starter:
+    """What ``starter_flow`` built: the workflow plus the facts a front end shows."""
+
+    workflow: Workflow
+    channel: HumanChannel
+    waking: bool
+    said: str
+    amended: bool
+    archived: Path | None
+    brief_path: Path
+    goal_path: Path
+
+
+def _work_prompt(ctx: Ctx) -> str:
+    text = WORK_PROMPT.format(brief=ctx.get(CLARIFY_STEP) or "")
+    goal = ctx.get(GOAL_KEY)
+    if goal is not None and getattr(goal, "complete", lambda: False)():
+        text += WORK_GOAL.format(goal=goal.prompt_block())
+    return text
+
+
+def _wake_prompt(said: str, ctx: Ctx, *, regoal: bool) -> str:
+    parts = [said or WAKE_NOTHING_SAID]
+    goal = ctx.get(GOAL_KEY)
+    if regoal and goal is not None:
+        parts.append(WAKE_REGOAL.format(goal=goal.prompt_block()))
+    return "\n\n---\n\n".join(parts)
+
+
+def starter_flow(
+    ask: str,
+    *,
+    workspace: str | Path = ".",
+    run_dir: str | Path = "runs",
+    new: bool = False,
+    clarify_only: bool = False,
+    goal: bool = True,
+    rounds: int = 3,
+    judge_can_run: bool = False,
+    max_asks: int | None = None,
+    timeout_s: float | None = 1800.0,
+    instructions: str = "",
+    on_event: Any = None,
+) -> Starter:
+    """Assemble the default workflow for ``ask`` in ``workspace``.
+
+    Args:
+        ask: the request (fresh directory) or a phrase said at wake (``""`` = just continue).
+        new: archive the previous brief, goals and lineage first, then start fresh.
+        clarify_only: only the clarify step.
+        goal: derive goals and judge every round (``--no-goal`` turns it off).
+        rounds: total work rounds in this wake (each judged).
+        max_asks, timeout_s: the human channel's question quota and answer timeout.
+
+    Raises:
+        NoTaskError: the directory holds no confirmed brief and ``ask`` is empty.
+    """
+    ask = (ask or "").strip()
+    ws = Path(workspace).expanduser().resolve()
+    notes = notes_dir(ws)
+    brief_path, goal_path = notes / BRIEF_NAME, notes / GOAL_NAME
+    archived: Path | None = None
+    if new:
+        lineage = Lineage.open(Path(run_dir).expanduser().resolve(), ws)
+        archived = lineage.archive(notes / "archive", extra=[brief_path, goal_path])
+    brief = Brief.load(brief_path)
+    waking = brief is not None and brief.complete()
+    if not waking and not ask:
+        raise NoTaskError("要给一句诉求,例如 flower '帮我做一个 X'")
+    notes.mkdir(parents=True, exist_ok=True)
+    channel = HumanChannel(
+        on_event=on_event, max_asks=max_asks, timeout_s=timeout_s, log_path=notes / LOG_NAME, amend_path=brief_path
+    )
+    said = ask if waking else ""
+    brief_text = brief_path.read_text(encoding="utf-8", errors="replace") if brief_path.is_file() else ""
+    amended = bool(said) and said not in brief_text and channel.amend(said, label=WAKE_LABEL)
+
+    steps: list[Step] = [clarify_step(channel, brief_path=brief_path, prompt=ask, instructions=instructions)]
+    if not clarify_only:
+        if goal:
+            steps.append(goal_step(channel, goal_path=goal_path, brief_key=CLARIFY_STEP, always_set=amended))
+        work = Step(
+            WORK_STEP,
+            worker(channel, instructions=instructions),
+            _work_prompt,
+            resume_prompt=lambda ctx: _wake_prompt(said, ctx, regoal=amended),
+        )
+        if goal:
+            work = with_goal(work, channel, goal_path=goal_path, rounds=rounds, can_run=judge_can_run)
+        steps.append(work)
+    wf = Workflow(steps, name="starter", channel=channel)
+    return Starter(
+        workflow=wf,
+        channel=channel,
+        waking=waking,
+        said=said,
+        amended=bool(amended),
+        archived=archived,
+        brief_path=brief_path,
+        goal_path=goal_path,
+    )
