@@ -273,6 +273,13 @@ class HumanChannel:
         """Decline every pending question (shutdown), so no agent turn hangs. Returns how many."""
         return sum(self.decline(ask.id, reason) for ask in self.pending())
 
+    def nobody_answers(self) -> int:
+        """No one can answer from now on (stdin closed, a notebook run headless): pending questions time
+        out at once and later ones are settled as ``timeout`` without waiting. Returns how many were
+        pending."""
+        self.timeout_s = 0.0
+        return sum(self._settle(ask.id, TIMEOUT, "") for ask in self.pending())
+
     def send(self, text: str) -> Mail | None:
         """Queue words for the agent's inbox and append them to the brief. None for blank text."""
         said = text.strip()

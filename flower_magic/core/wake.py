@@ -53,6 +53,7 @@ def wake_state(
     goal = Goal.load(goal_path)
     lineage = Lineage.open(Path(run_dir).expanduser().resolve(), ws)
     return {
+        "workspace": ws,
         "waking": bool(brief is not None and brief.complete()),
         "brief": brief_path,
         "goal": goal_path,

@@ -1,0 +1,208 @@
+"""``flower``: the default workflow from a terminal, on the same files as ``%flower``.
+
+    flower "task"            start (or, in a directory with a run, say something at wake)
+    flower                   continue (on a terminal: asks first; /new starts something else)
+    flower --new "task"      archive the old brief, goals and lineage; start fresh
+
+Exit codes: 0 done, 1 stopped (the message says why), 2 a usage mistake, 130 a second Ctrl-C.
+Ctrl-C once interrupts the agent and lets you say something; twice quits. SIGHUP / SIGTERM record
+the step in flight in the manifest before the process goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from flower_magic.core.errors import FlowerError
+from flower_magic.terminal import TerminalView
+from flower_magic.workflow.go import DEFAULT_ROUNDS, GoError, GoOptions, build, make_runtime
+from flower_magic.workflow.phrases import problem_line, say, total_line, wake_banner
+from flower_magic.workflow.starter import NEW_CMD, NoTaskError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="flower", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("task", nargs="*", help="what to do, or what to add at wake (omit to continue)")
+    p.add_argument("-w", "--workspace", default=".", help="the agent's directory (default: .)")
+    p.add_argument("-r", "--run-dir", default="runs", help="sessions, manifest and lineage (default: runs)")
+    p.add_argument("--new", action="store_true", help="archive the previous brief, goals and lineage; start fresh")
+    p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="judged work rounds in this wake (default 3)")
+    p.add_argument("--no-goal", action="store_true", help="no goal step and no judge")
+    p.add_argument("--judge-can-run", action="store_true", help="the judge may run shell commands")
+    p.add_argument("--asks", type=int, default=-1, help="question quota (negative = unlimited, 0 = none)")
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for an answer; <=0 never waits")
+    p.add_argument("--window", type=int, default=None, help="the model's context window in tokens")
+    p.add_argument("--no-handoff", action="store_true", help="no hand-off; the CLI's auto-compaction instead")
+    p.add_argument("--clarify-only", action="store_true", help="only clarify the requirement")
+    p.add_argument("--no-trim", action="store_true", help="keep large old tool results in resumed context")
+    p.add_argument("--lang", default=None, help="zh (default) or en; also FLOWER_LANG")
+    p.add_argument("-v", "--verbose", action="store_true", help="also show subagents, thinking and tool output")
+    return p
+
+
+def options_from(args: argparse.Namespace) -> GoOptions:
+    return GoOptions(
+        task=" ".join(args.task),
+        workspace=Path(args.workspace),
+        run_dir=Path(args.run_dir),
+        new=args.new,
+        rounds=args.rounds,
+        goal=not args.no_goal,
+        judge_can_run=args.judge_can_run,
+        asks=args.asks,
+        timeout=args.timeout,
+        window=args.window,
+        handoff=not args.no_handoff,
+        clarify_only=args.clarify_only,
+        trim=not args.no_trim,
+        verbose=args.verbose,
+        lang=args.lang or "",
+    ).check()
+
+
+def _prompt(lang: str, *, waking: bool) -> str:
+    key = "ask_wake" if waking else "ask_fresh"
+    if sys.stdin.isatty():
+        print(f"{say(key, lang)}{say(key + '_hint', lang)}", flush=True)
+    return input("> ")
+
+
+def _ask_first(opts: GoOptions, waking: bool) -> None:
+    """No task on the command line: ask on a terminal; elsewhere continue (or explain)."""
+    if not sys.stdin.isatty():
+        return
+    try:
+        said = _prompt(opts.lang, waking=waking and not opts.new).strip()
+        if said == NEW_CMD:
+            opts.new = True
+            said = _prompt(opts.lang, waking=False).strip()
+    except (EOFError, KeyboardInterrupt):
+        print()
+        raise SystemExit(say("cancelled", opts.lang)) from None
+    if not said and (opts.new or not waking):
+        raise SystemExit(say("empty_ask", opts.lang))
+    opts.task = said
+
+
+class _Console:
+    """stdin while a run goes: answers, mail, and the words after a Ctrl-C."""
+
+    def __init__(self, view: TerminalView, lang: str) -> None:
+        self.view, self.lang = view, lang
+        self.rt: Any = None
+        self.channel: Any = None
+        self.armed = False
+        self._thread = threading.Thread(target=self._read, name="flower-stdin", daemon=True)
+
+    def start(self) -> None:
+        if not sys.stdin.isatty():
+            self.view.say("dim", say("no_tty", self.lang))
+        self._thread.start()
+
+    def _read(self) -> None:
+        for raw in sys.stdin:
+            text = raw.rstrip("\n")
+            if self.armed:
+                self.armed = False
+                if self.rt is not None:
+                    self.rt.interrupt(text.strip())
+                continue
+            if self.channel is None:
+                continue
+            what = self.channel.route_input(text)
+            if what == "mail":
+                self.view.say("dim", say("received", self.lang))
+        # stdin closed: nobody can answer from now on.
+        if self.channel is not None:
+            self.channel.nobody_answers()
+
+    def on_sigint(self, signum: int, frame: Any) -> None:
+        if self.armed or self.rt is None:
+            raise KeyboardInterrupt
+        self.armed = True
+        self.view.say("warn", say("interrupted", self.lang))
+        waiting = len(self.channel.pending()) if self.channel is not None else 0
+        if waiting:
+            self.view.say("dim", say("pending_asks", self.lang, n=waiting))
+        self.view.say("dim", say("interrupt_say", self.lang))
+
+
+async def _drive(opts: GoOptions, view: TerminalView, console: _Console) -> int:
+    try:
+        starter = build(opts, on_event=view)
+    except NoTaskError:
+        print(say("need_ask", opts.lang), file=sys.stderr)
+        return 1
+    if starter.archived is not None:
+        view.say("dim", say("archived", opts.lang, path=starter.archived))
+    rt = make_runtime(opts)
+    console.rt, console.channel = rt, starter.channel
+
+    def on_term(signum: int, frame: Any) -> None:
+        rt.rescue()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    restore = {s: signal.signal(s, on_term) for s in (signal.SIGHUP, signal.SIGTERM)}
+    try:
+        ctx = await starter.workflow.run(rt, on_event=view, on_step=view.on_step)
+    finally:
+        for sig, handler in restore.items():
+            signal.signal(sig, handler)
+        starter.channel.cancel_all()
+        rt.close()
+    view.say("", "")
+    view.line(total_line(rt.total_cost(), str(rt.manifest_path), opts.lang))
+    failed = ctx.get("_failed_at")
+    if failed:
+        why = ctx.get("_aborted") or getattr(ctx["_results"].get(failed), "error", None)
+        if why:
+            print(str(why), file=sys.stderr)
+        print(say("aborted", opts.lang, step=failed), file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        opts = options_from(args)
+    except GoError as exc:
+        parser.error(str(exc))
+    from flower_magic.core.wake import wake_facts
+
+    facts = wake_facts(opts.workspace, run_dir=opts.run_dir)
+    if not opts.task:
+        _ask_first(opts, bool(facts["waking"]))
+    view = TerminalView(opts.lang, verbose=opts.verbose)
+    if facts["waking"] and not opts.new:
+        view.line(wake_banner(facts, opts.lang))
+        problem = problem_line(facts, opts.lang)
+        if problem:
+            view.line(problem)
+    console = _Console(view, opts.lang)
+    console.start()
+    old_int = signal.signal(signal.SIGINT, console.on_sigint) if sys.stdin.isatty() else None
+    try:
+        return asyncio.run(_drive(opts, view, console))
+    except KeyboardInterrupt:
+        print()
+        return 130
+    except FlowerError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    finally:
+        if old_int is not None:
+            with contextlib.suppress(Exception):
+                signal.signal(signal.SIGINT, old_int)

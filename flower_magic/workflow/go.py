@@ -1,0 +1,113 @@
+"""The ``go`` options, shared by the ``flower`` command and the ``%flower`` magic: one meaning per flag.
+
+Each front end parses its own syntax into ``GoOptions`` and calls ``check()`` (user mistakes become
+``GoError``, one line, nothing touched on disk); ``make_runtime`` and ``build`` then do the same thing
+for both.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from flower_magic.core.handoff import HandoffPolicy
+from flower_magic.core.human import DEFAULT_TIMEOUT_S
+from flower_magic.workflow.phrases import pick_lang
+from flower_magic.workflow.starter import NEW_CMD, Starter, starter_flow
+
+DEFAULT_ROUNDS = 3
+
+
+class GoError(ValueError):
+    """A mistake in what the person asked for (a bad flag value, a file where a folder should be)."""
+
+
+@dataclass
+class GoOptions:
+    """What ``flower [flags] "task"`` / ``%flower [flags] "task"`` asked for.
+
+    Attributes:
+        task: the request, or a phrase said at wake ("" = just continue). ``/new`` means ``new``.
+        workspace: the agent's directory.
+        run_dir: sessions.db, manifest.json, lineage.json (relative: to the current directory).
+        rounds: total judged work rounds in this wake (0 and 1 both mean one).
+        asks: question quota; negative = unlimited.
+        timeout: seconds to wait for an answer; ≤ 0 = never wait (the agent decides itself).
+        window: the model's context window in tokens (None = from FLOWER_WINDOW / calibration / name).
+    """
+
+    task: str = ""
+    workspace: Path = Path(".")
+    run_dir: Path = Path("runs")
+    new: bool = False
+    rounds: int = DEFAULT_ROUNDS
+    goal: bool = True
+    judge_can_run: bool = False
+    asks: int = -1
+    timeout: float = DEFAULT_TIMEOUT_S
+    window: int | None = None
+    handoff: bool = True
+    clarify_only: bool = False
+    trim: bool = True
+    verbose: bool = False
+    lang: str = "zh"
+
+    def check(self) -> GoOptions:
+        """Validate and normalise. Raises GoError with one line saying what to change."""
+        self.task = (self.task or "").strip()
+        if self.task == NEW_CMD:
+            self.task, self.new = "", True
+        if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) or self.rounds < 0:
+            raise GoError(f"--rounds must be a whole number ≥ 0, not {self.rounds!r}")
+        if isinstance(self.asks, bool) or not isinstance(self.asks, int):
+            raise GoError(f"--asks must be a whole number (negative = unlimited), not {self.asks!r}")
+        if not isinstance(self.timeout, (int, float)) or isinstance(self.timeout, bool) or math.isnan(self.timeout):
+            raise GoError(f"--timeout must be a number of seconds, not {self.timeout!r}")
+        if self.window is not None and (
+            isinstance(self.window, bool) or not isinstance(self.window, int) or self.window <= 0
+        ):
+            raise GoError(f"--window must be a positive number of tokens (e.g. 200000), not {self.window!r}")
+        try:
+            self.lang = pick_lang(self.lang)
+        except ValueError as exc:
+            raise GoError(f"--lang: {exc}") from None
+        for label, path in (("workspace (-w)", self.workspace), ("run dir (-r)", self.run_dir)):
+            resolved = Path(path).expanduser()
+            if resolved.exists() and not resolved.is_dir():
+                raise GoError(f"the {label} {resolved} is a file, not a directory")
+        return self
+
+    @property
+    def max_asks(self) -> int | None:
+        return None if self.asks < 0 else self.asks
+
+    @property
+    def timeout_s(self) -> float:
+        return float(self.timeout)
+
+
+def make_runtime(opts: GoOptions, **kw: Any) -> Any:
+    """The runtime for the ``go`` path: trimming on unless ``--no-trim``, hand-off unless ``--no-handoff``."""
+    from flower_magic.core.runtime import Runtime
+
+    handoff = HandoffPolicy(enabled=opts.handoff, **({"window": opts.window} if opts.window else {}))
+    return Runtime(workspace=opts.workspace, run_dir=opts.run_dir, trim=opts.trim, handoff=handoff, **kw)
+
+
+def build(opts: GoOptions, *, on_event: Any = None) -> Starter:
+    """The default workflow for these options (archives first with ``new``)."""
+    return starter_flow(
+        opts.task,
+        workspace=opts.workspace,
+        run_dir=opts.run_dir,
+        new=opts.new,
+        clarify_only=opts.clarify_only,
+        goal=opts.goal,
+        rounds=max(1, opts.rounds),
+        judge_can_run=opts.judge_can_run,
+        max_asks=opts.max_asks,
+        timeout_s=opts.timeout_s,
+        on_event=on_event,
+    )
