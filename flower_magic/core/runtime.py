@@ -112,6 +112,7 @@ class Runtime:
         self._current: StepResult | None = None
         self._interrupt: str | None = None
         self._interrupt_lock = threading.Lock()
+        self._resume_after_interrupt = True
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: Any = None
         self._cli_interrupt_sent = False
@@ -151,14 +152,20 @@ class Runtime:
 
     # -- control ---------------------------------------------------------------------------------
 
-    def interrupt(self, message: str = "") -> None:
+    def interrupt(self, message: str = "", *, resume: bool = True) -> None:
         """Stop the running attempt at the next message boundary and resume with ``message``.
 
         Safe from any thread. The CLI is also asked to end its turn at once, so a long tool call does
         not have to finish first.
+
+        Args:
+            message: what the person said (may be empty).
+            resume: False ends the step instead (``error == "interrupted-by-human"``), keeping its
+                session for the next run — a notebook's Interrupt button means "stop here".
         """
         with self._interrupt_lock:
             self._interrupt = message or ""
+            self._resume_after_interrupt = resume
         loop, client = self._loop, self._client
         if loop is not None and client is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):
@@ -246,8 +253,9 @@ class Runtime:
                 if result.ok:
                     break
                 if result.error == INTERRUPTED:
+                    resume_now = self._resume_after_interrupt
                     words = self._take_interrupt()
-                    if not result.session_id:
+                    if not result.session_id or not resume_now:
                         break
                     self._emit(
                         on_event,

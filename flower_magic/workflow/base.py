@@ -24,6 +24,7 @@ from typing import Any
 from flower_magic.core.agent import AgentSpec
 from flower_magic.core.events import Event, Sink
 from flower_magic.core.lineage import Lineage
+from flower_magic.core.result import INTERRUPTED
 
 Ctx = dict[str, Any]
 Prompt = str | Callable[[Ctx], str]
@@ -113,8 +114,8 @@ class Workflow:
             self.channel.on_event = on_event
         sessions: dict[str, str] = ctx.setdefault("_sessions", {})
         ctx.setdefault("_results", {})
-        ctx.pop("_failed_at", None)
-        ctx.pop("_aborted", None)
+        for key in ("_failed_at", "_aborted", "_interrupted"):
+            ctx.pop(key, None)
         lineage: Lineage | None = None
         # Sessions lineage recorded but the store never received: restart them under the same id.
         unstored: dict[str, str] = {}
@@ -200,6 +201,10 @@ class Workflow:
             finally:
                 runtime.on_session = None
             keep_id = None
+            if not result.ok and result.error == INTERRUPTED:
+                # A person stopped it: no judging, no more rounds; the session stays for the next run.
+                ctx["_interrupted"] = step.name
+                break
             try:
                 passed = bool(result.ok and (step.gate is None or await _maybe_await(step.gate(result, ctx))))
             except StepAbort as exc:
