@@ -181,8 +181,7 @@ def _emit(ctx: Ctx, verdict: Verdict, goal: Goal) -> None:
     sink = ctx.get("_on_event")
     if sink is None:
         return
-    failed = set(verdict.failed)
-    checks = [{"check": c, "passed": verdict.state == ACHIEVED or not _mentioned(c, failed)} for c in goal.checks]
+    checks = check_marks(goal.checks, verdict)
     payload = {
         "verdict": verdict.state or "unclear",
         "reason": verdict.reason,
@@ -192,6 +191,23 @@ def _emit(ctx: Ctx, verdict: Verdict, goal: Goal) -> None:
     }
     with contextlib.suppress(Exception):
         sink(Event("task", f"判定:{verdict.state or 'unclear'}", payload={"kind": "verdict", **payload}))
+
+
+def check_marks(checks: list[str], verdict: Verdict) -> list[dict[str, Any]]:
+    """Each check with the verdict's mark: passed unless the judge listed it as failed (or ruled
+    "not yet" without listing anything, when no check can be called passed)."""
+    failed = set(verdict.failed)
+    if verdict.state != ACHIEVED and not failed:
+        return [{"check": c, "passed": False} for c in checks]
+    return [{"check": c, "passed": verdict.state == ACHIEVED or not _mentioned(c, failed)} for c in checks]
+
+
+def last_verdict(rows: list[dict[str, Any]]) -> Verdict | None:
+    """The newest judge verdict recorded in manifest rows (their ``text`` is the verdict)."""
+    for row in reversed(rows):
+        if "·判定#" in str(row.get("step", "")) and row.get("ok"):
+            return Verdict.parse(str(row.get("text") or ""))
+    return None
 
 
 def _mentioned(check: str, failed: set[str]) -> bool:
