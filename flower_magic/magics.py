@@ -1,0 +1,299 @@
+"""``%flower`` / ``%%flower``: the default workflow in the notebook's directory, streamed in the cell.
+
+A thin adapter: arguments become ``GoOptions`` (the same meaning as the ``flower`` command's flags),
+user mistakes become one-line ``UsageError``s before anything on disk changes, and the workflow runs
+in a worker thread with its own event loop while the cell's thread answers the agent's questions
+(an input prompt) and turns the kernel's Interrupt into the engine's interrupt.
+
+Guarantees:
+    - The workspace is the notebook's directory (``__vsc_ipynb_file__``, ``JPY_SESSION_NAME`` /
+      ``__session__``, else the kernel's starting directory) and the run dir is absolute under it:
+      ``%cd`` elsewhere never changes which run continues.
+    - Interrupt (the kernel's ■) stops the agent at the next message boundary, records the step as
+      ``interrupted-by-human`` and keeps its session; ``%flower "words"`` then resumes it.
+    - When the kernel shuts down the step in flight is recorded (``rescue``); when the kernel process
+      dies the Claude Code CLI dies with it (parent-death signal), so two agents never share a session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import os
+import threading
+import weakref
+from pathlib import Path
+from typing import Any
+
+from IPython.core.error import StdinNotImplementedError, UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from traitlets import Bool, Float, Int, Unicode
+
+from flower_magic.workflow.go import DEFAULT_ROUNDS, GoError, GoOptions
+
+JOIN_POLL_S = 0.1  # how often the cell's thread looks for questions while the run goes
+WIND_DOWN_S = 30.0  # after an Interrupt: how long to wait for the agent to stop cleanly
+_LIVE_RUNTIMES: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def notebook_dir(shell: Any) -> Path:
+    """The directory of the notebook this kernel runs (see the module docstring)."""
+    ns = getattr(shell, "user_ns", {}) or {}
+    for candidate in (ns.get("__vsc_ipynb_file__"), os.environ.get("JPY_SESSION_NAME"), ns.get("__session__")):
+        if isinstance(candidate, str) and os.path.isabs(candidate):
+            folder = Path(candidate).parent
+            if folder.is_dir():
+                return folder.resolve()
+    return Path(getattr(shell, "starting_dir", None) or os.getcwd()).resolve()
+
+
+def _rescue_all() -> None:
+    for rt in list(_LIVE_RUNTIMES):
+        rt.rescue()
+
+
+@magics_class
+class FlowerMagics(Magics):
+    """Settings that persist across cells: ``%config FlowerMagics.lang = "en"`` and so on."""
+
+    lang = Unicode("", help="zh (the default) or en; empty = FLOWER_LANG or zh").tag(config=True)
+    rounds = Int(DEFAULT_ROUNDS, help="judged work rounds per wake").tag(config=True)
+    timeout = Float(1800.0, help="seconds to wait for an answer to the agent's question; <=0 never").tag(config=True)
+    verbose = Bool(False, help="also show subagents, thinking and tool output").tag(config=True)
+    run_dir = Unicode("", help="run dir (relative = under the notebook's directory); empty = runs").tag(config=True)
+
+    @magic_arguments()
+    @argument("task", nargs="*", help="what to do, or what to add at wake (omit to continue)")
+    @argument("--new", action="store_true", help="archive the previous brief, goals and lineage; start fresh")
+    @argument("--rounds", type=int, default=None, help="judged work rounds in this wake (default 3)")
+    @argument("--no-goal", action="store_true", help="no goal step and no judge")
+    @argument("--judge-can-run", action="store_true", help="the judge may run shell commands")
+    @argument("--asks", type=int, default=None, help="question quota (negative = unlimited, 0 = none)")
+    @argument("--timeout", type=float, default=None, help="seconds to wait for an answer; <=0 never waits")
+    @argument("--window", type=int, default=None, help="the model's context window in tokens")
+    @argument("--no-handoff", action="store_true", help="no hand-off; the CLI's auto-compaction instead")
+    @argument("--clarify-only", action="store_true", help="only clarify the requirement")
+    @argument("--no-trim", action="store_true", help="keep large old tool results in resumed context")
+    @argument("-r", "--run-dir", default=None, help="run dir (relative = under the notebook's directory)")
+    @argument("--lang", default=None, help="zh or en")
+    @argument("-v", "--verbose", action="store_true", help="also show subagents, thinking and tool output")
+    @argument("--status", action="store_true", help="show what this directory remembers; run nothing")
+    @line_cell_magic
+    def flower(self, line: str, cell: str | None = None) -> None:
+        """Run the flower workflow in this notebook's directory, or continue it.
+
+        ``%flower "task"`` starts (or, in a directory with a run, adds a remark at wake);
+        ``%flower`` continues; ``%flower --new "task"`` archives and starts fresh (``/new`` as the task
+        does the same); ``%%flower [flags]`` takes the cell body as the task, multi-line.
+        ``%flower --status`` shows the wake banner, the goal list and the latest manifest rows.
+        """
+        opts, status = self._options(line, cell)
+        if status:
+            self._status(opts)
+            return
+        self._run(opts)
+
+    # -- arguments ----------------------------------------------------------------------------------
+
+    def _options(self, line: str, cell: str | None) -> tuple[GoOptions, bool]:
+        try:
+            args = parse_argstring(self.flower, line)
+        except ValueError as exc:  # shlex: unbalanced quotes
+            raise UsageError(f"%flower: cannot read the arguments: {exc}") from None
+        words = " ".join(args.task).strip()
+        if cell is not None:
+            body = cell.strip()
+            if words and body:
+                raise UsageError("%%flower: put the task either on the %%flower line or in the cell body, not both")
+            words = body
+        ws = notebook_dir(self.shell)
+        run_dir = Path(args.run_dir or self.run_dir or "runs").expanduser()
+        opts = GoOptions(
+            task=words,
+            workspace=ws,
+            run_dir=run_dir if run_dir.is_absolute() else ws / run_dir,
+            new=args.new,
+            rounds=self.rounds if args.rounds is None else args.rounds,
+            goal=not args.no_goal,
+            judge_can_run=args.judge_can_run,
+            asks=-1 if args.asks is None else args.asks,
+            timeout=self.timeout if args.timeout is None else args.timeout,
+            window=args.window,
+            handoff=not args.no_handoff,
+            clarify_only=args.clarify_only,
+            trim=not args.no_trim,
+            verbose=args.verbose or self.verbose,
+            lang=args.lang or self.lang,
+        )
+        try:
+            opts.check()
+        except GoError as exc:
+            raise UsageError(f"%flower: {exc}") from None
+        return opts, bool(args.status)
+
+    # -- --status -----------------------------------------------------------------------------------
+
+    def _status(self, opts: GoOptions) -> None:
+        from IPython.display import display
+
+        from flower_magic.core import manifest
+        from flower_magic.core.wake import wake_facts
+        from flower_magic.display import status_bundle
+        from flower_magic.workflow.goal import Goal
+        from flower_magic.workflow.judge import check_marks, last_verdict
+
+        facts = wake_facts(opts.workspace, run_dir=opts.run_dir)
+        goal = Goal.load(facts["goal"])
+        rows = manifest.read_rows(opts.run_dir)
+        verdict = last_verdict(rows)
+        checks = list(goal.checks) if goal else []
+        marks = check_marks(checks, verdict) if verdict is not None else None
+        display(status_bundle(facts, checks, marks, rows, opts.lang), raw=True)
+
+    # -- a run ----------------------------------------------------------------------------------------
+
+    def _run(self, opts: GoOptions) -> None:
+        from flower_magic.core.errors import has_credentials
+        from flower_magic.core.wake import wake_facts
+        from flower_magic.workflow.phrases import say
+
+        facts = wake_facts(opts.workspace, run_dir=opts.run_dir)
+        waking = bool(facts["waking"]) and not opts.new
+        if not opts.task and (opts.new or not waking):
+            raise UsageError(say("need_ask", opts.lang))
+        if not has_credentials():
+            raise UsageError(
+                "No Anthropic credentials: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN with ANTHROPIC_BASE_URL), "
+                "e.g. %env ANTHROPIC_API_KEY=..., or log in with `claude login`."
+            )
+        from flower_magic.core.errors import FlowerError
+        from flower_magic.display import RunView
+        from flower_magic.workflow.go import build, make_runtime
+        from flower_magic.workflow.goal import Goal
+
+        goal = Goal.load(facts["goal"])
+        view = RunView(
+            opts.lang,
+            verbose=opts.verbose,
+            rounds=max(1, opts.rounds) if opts.goal else 0,
+            goal_checks=list(goal.checks) if goal and not opts.new else (),
+            banner_facts=facts if waking else None,
+        )
+        try:
+            starter = build(opts, on_event=view.sink)
+            rt = make_runtime(opts)
+        except FlowerError as exc:
+            raise UsageError(str(exc)) from None
+        view.show()
+        _LIVE_RUNTIMES.add(rt)
+        runner = _Runner(starter, rt, view)
+        try:
+            runner.start()
+            self._wait(runner, starter.channel, rt)
+        finally:
+            _LIVE_RUNTIMES.discard(rt)
+            view.close(runner.ctx, rt.total_cost(), str(rt.manifest_path))
+
+    def _wait(self, runner: _Runner, channel: Any, rt: Any) -> None:
+        """Serve questions while the run goes; turn Interrupt into a clean stop."""
+        asked: set[str] = set()
+        try:
+            while runner.is_alive():
+                self._answer_questions(channel, asked)
+                runner.join(JOIN_POLL_S)
+        except KeyboardInterrupt:
+            rt.interrupt("", resume=False)
+            channel.cancel_all("人在笔记本里按了中断")
+            # A second Interrupt returns at once; the worker then finishes on its own.
+            with contextlib.suppress(KeyboardInterrupt):
+                runner.join(WIND_DOWN_S)
+        if runner.error is not None:
+            raise runner.error
+
+    @staticmethod
+    def _answer_questions(channel: Any, asked: set[str]) -> None:
+        for ask in channel.pending():
+            if ask.id in asked:
+                continue
+            asked.add(ask.id)
+            options = "".join(f"\n  {i}. {o}" for i, o in enumerate(ask.options, start=1))
+            try:
+                answer = input(f"? {ask.question}{options}\n> ")
+            except StdinNotImplementedError:
+                # No one can answer here (nbclient, papermill): the agent decides and records it.
+                channel.nobody_answers()
+                return
+            except EOFError:
+                channel.nobody_answers()
+                return
+            channel.answer(ask.id, answer)
+
+
+class _Runner(threading.Thread):
+    """The workflow in its own thread and event loop, so the cell's thread stays free for input()
+    and for the kernel's KeyboardInterrupt."""
+
+    def __init__(self, starter: Any, rt: Any, view: Any) -> None:
+        super().__init__(name="flower-run", daemon=True)
+        self.starter, self.rt, self.view = starter, rt, view
+        self.ctx: dict[str, Any] | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.ctx = asyncio.run(
+                self.starter.workflow.run(self.rt, on_event=self.view.sink, on_step=self.view.on_step)
+            )
+        except BaseException as exc:  # surfaced in the cell by _wait
+            self.error = exc
+        finally:
+            self.starter.channel.cancel_all()
+            self.rt.close()
+
+
+def load(ipython: Any) -> None:
+    """Register the magics; if the notebook's directory holds a run, show what it remembers."""
+    ipython.register_magics(FlowerMagics)
+    atexit.register(_rescue_all)
+    try:
+        from flower_magic.core.wake import wake_facts
+
+        ws = notebook_dir(ipython)
+        facts = wake_facts(ws, run_dir=ws / "runs")
+    except Exception:
+        return
+    if facts.get("waking"):
+        from IPython.display import display
+
+        from flower_magic.display import banner_bundle
+        from flower_magic.workflow.phrases import pick_lang, say
+
+        try:
+            lang = pick_lang()
+        except ValueError:
+            lang = "zh"
+        bundle = banner_bundle(facts, lang)
+        hint = say("continue_hint", lang)
+        bundle = {
+            "text/plain": f"{bundle['text/plain']}\n{hint}",
+            "text/html": f"{bundle['text/html']}<div class='flower-hint'>{_escape(hint)}</div>",
+        }
+        display(bundle, raw=True)
+
+
+def unload(ipython: Any) -> None:
+    """Remove ``%flower`` / ``%%flower``."""
+    magics = ipython.magics_manager.magics
+    for kind in ("line", "cell"):
+        magics[kind].pop("flower", None)
+    ipython.magics_manager.registry.pop("FlowerMagics", None)
+    atexit.unregister(_rescue_all)
+
+
+def _escape(text: str) -> str:
+    import html
+
+    return html.escape(text)
+

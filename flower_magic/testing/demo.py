@@ -1,0 +1,92 @@
+"""Demo mode: the whole flower experience offline, on a small scripted model.
+
+``start_demo()`` starts the fake API with a model that plays every role of the default workflow
+plausibly for any task — the clarifier asks one question, the goal setter writes two checks, the
+worker writes ``flower_demo.md`` with the Write tool, the judge checks it — and points this process's
+environment at it (a dummy key, a private ``CLAUDE_CONFIG_DIR``; the real ``~/.claude`` is never
+touched). It is for trying the notebooks without a key; nothing it says comes from a real model.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import tempfile
+from typing import Any
+
+from flower_magic.testing.replies import Reply, text, tool_use
+from flower_magic.testing.request import Request
+from flower_magic.testing.roles import role_of
+from flower_magic.testing.server import FakeAnthropic
+
+DEMO_FILE = "flower_demo.md"
+BANNER = (
+    "DEMO MODE — no Anthropic credentials were found, so flower runs on a small scripted model "
+    "(flower_magic.testing.demo). Set ANTHROPIC_API_KEY and restart the kernel to run for real."
+)
+_CREDENTIALS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
+
+
+def _answered(req: Request) -> bool:
+    """The newest user message carries a tool result (the model's last tool call came back)."""
+    last = req.messages[-1] if req.messages else {}
+    content = last.get("content")
+    return isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+
+
+def _task(req: Request) -> str:
+    lines = [ln.strip() for ln in req.first_user_text.splitlines() if ln.strip() and not ln.startswith("<")]
+    return (lines[-1] if lines else "the task")[:200]
+
+
+def _workspace(req: Request) -> str:
+    match = re.search(r"(?:Primary working directory|Working directory|cwd):\s*(\S+)", req.all_text + req.system_text)
+    return match.group(1) if match else "."
+
+
+def demo_model(req: Request) -> Reply:
+    """One reply for any request of the default workflow."""
+    role = role_of(req)
+    if role == "clarifier":
+        if not _answered(req):
+            return tool_use("mcp__human__ask", {"question": "结果写成什么格式?", "options": ["Markdown", "纯文本"]})
+        return text(
+            f"## 目标\n{_task(req)}\n\n## 验收标准\n- 工作目录里有 {DEMO_FILE}\n- 文件里写明了要做的事\n\n"
+            "## 边界\n这是演示:不改其它文件。\n\n## 未知与假设\n- 格式按回答来;没人回答就用 Markdown。"
+        )
+    if role == "goal":
+        return text(f"## 目标\n{DEMO_FILE} 写好了\n\n## 判定清单\n- {DEMO_FILE} 存在\n- 文件里写明了要做的事")
+    if role == "judge":
+        return text("## 结论\n达成\n\n## 理由\n文件在,内容也对得上。\n\n## 未通过\n(无)")
+    if role == "handoff":
+        return text("## 现在在做什么\n演示任务\n\n## 下一步\n检查 flower_demo.md\n\n## 现场\n- flower_demo.md")
+    if not _answered(req):
+        path = os.path.join(_workspace(req), DEMO_FILE)
+        body = f"# flower 演示\n\n要做的事:{_task(req)}\n\n(由演示模型写下;换成真的 key 就是真模型在干活。)\n"
+        return tool_use("Write", {"file_path": path, "content": body}, say="先把结果写进文件。")
+    return text(f"写好了:{DEMO_FILE} 记下了这件事。")
+
+
+def has_credentials() -> bool:
+    return any(os.environ.get(k) for k in _CREDENTIALS)
+
+
+def start_demo(*, quiet: bool = False) -> FakeAnthropic:
+    """Start the demo model and point this process at it. Returns the running server."""
+    api = FakeAnthropic(default=demo_model).start()
+    home = tempfile.mkdtemp(prefix="flower-demo-")
+    env = api.env()
+    env["CLAUDE_CONFIG_DIR"] = os.path.join(home, ".claude")
+    os.environ.update(env)
+    atexit.register(api.stop)
+    if not quiet:
+        print(BANNER)
+    return api
+
+
+def demo_if_no_credentials() -> Any:
+    """Demo mode when no key is configured (and say so); otherwise nothing. Returns the server or None."""
+    if has_credentials():
+        return None
+    return start_demo()
