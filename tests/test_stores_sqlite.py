@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import math
 import shutil
 import sqlite3
 import subprocess
@@ -178,6 +179,68 @@ def test_load_matches_a_model_of_dedupe_by_uuid(batches: list[list[tuple[str | N
     with tempfile.TemporaryDirectory() as tmp, SqliteSessionStore(Path(tmp) / "s.db") as store:
         assert asyncio.run(run(store)) == (expected or None)
         assert store.entry_count(KEY) == len(expected)
+
+
+# Each group in its own entry: a value the fast decoder refuses sends its whole row to the slow one.
+ODD_ENTRIES = [
+    {
+        "type": "x",
+        "uuid": "numbers",
+        "big": [2**64, 2**70 + 1, -(2**63) - 1, 1234567890123456789, 10**30],
+        "float": [0.1, 1e-300, 1.7976931348623157e308, -0.0],
+        "nested": {"a": [{"b": [[], {}, None, True, False]}]},
+    },
+    {"type": "x", "uuid": "text", "text": ["学习 continues", "emoji 🌸", "nul \x00 byte", '\\ " quotes']},
+    {"type": "x", "uuid": "surrogate", "text": "\ud800 lone surrogate"},
+    {"type": "x", "uuid": "special", "nan": math.nan, "inf": math.inf},
+]
+
+
+def assert_odd_entries_round_trip(loaded: list[Any] | None) -> None:
+    assert loaded is not None
+    got = {e["uuid"]: e for e in loaded if e.get("uuid") in {"numbers", "text", "surrogate", "special"}}
+    assert got["numbers"] == ODD_ENTRIES[0]
+    assert all(type(v) is int for v in got["numbers"]["big"])  # exact ints, never floats
+    assert got["text"] == ODD_ENTRIES[1] and got["surrogate"] == ODD_ENTRIES[2]
+    assert math.isnan(got["special"]["nan"]) and got["special"]["inf"] == math.inf
+
+
+@pytest.mark.anyio
+async def test_json_edge_values_round_trip_exactly(store: SqliteSessionStore) -> None:
+    """Deep-equal is the SDK's contract: big ints, lone surrogates, NaN and the like come back as stored."""
+    await store.append(KEY, ODD_ENTRIES)
+    assert_odd_entries_round_trip(await store.load(KEY))
+    assert_odd_entries_round_trip(store.load_range(KEY, 0, 10))
+
+
+WITHOUT_ORJSON = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    sys.modules["orjson"] = None  # as on a machine without it
+    from flower_magic.stores import SqliteSessionStore
+
+    path, entries = sys.argv[1], json.loads(sys.stdin.read())
+    with SqliteSessionStore(path) as store:
+        key = {"project_key": "proj", "session_id": "sess"}
+        asyncio.run(store.append(key, entries))
+        print(json.dumps({"load": store.load_sync(key), "page": store.load_range(key, 1, 5)}))
+    """
+)
+
+
+def test_json_edge_values_round_trip_without_orjson(tmp_path: Path) -> None:
+    entries = [entry("first"), *ODD_ENTRIES]
+    out = subprocess.run(
+        [sys.executable, "-c", WITHOUT_ORJSON, str(tmp_path / "sessions.db")],
+        input=json.dumps(entries),
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert_odd_entries_round_trip(result["load"])
+    assert_odd_entries_round_trip(result["page"])
+    assert result["load"][0] == entry("first")
 
 
 # -- mtime -------------------------------------------------------------------------------------------
