@@ -28,7 +28,8 @@ from typing import Any
 
 from IPython.core.error import StdinNotImplementedError, UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, magic_arguments
+from IPython.utils.process import arg_split
 from traitlets import Bool, Float, Int, Unicode
 
 from flower_magic.workflow.go import DEFAULT_ROUNDS, GoError, GoOptions
@@ -99,9 +100,11 @@ class FlowerMagics(Magics):
 
     def _options(self, line: str, cell: str | None) -> tuple[GoOptions, bool]:
         try:
-            args = parse_argstring(self.flower, line)
-        except ValueError as exc:  # shlex: unbalanced quotes
+            # Shell-like words, quotes removed: %flower "a task" gives the task a task, not '"a task"'.
+            argv = arg_split(line, posix=True, strict=True)
+        except ValueError as exc:  # unbalanced quotes
             raise UsageError(f"%flower: cannot read the arguments: {exc}") from None
+        args = self.flower.parser.parse_args(argv)
         words = " ".join(args.task).strip()
         if cell is not None:
             body = cell.strip()

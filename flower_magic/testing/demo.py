@@ -61,11 +61,26 @@ def demo_model(req: Request) -> Reply:
         return text("## 结论\n达成\n\n## 理由\n文件在,内容也对得上。\n\n## 未通过\n(无)")
     if role == "handoff":
         return text("## 现在在做什么\n演示任务\n\n## 下一步\n检查 flower_demo.md\n\n## 现场\n- flower_demo.md")
+    if "你负责把活干完" not in req.system_text:
+        return _generic(req)
     if not _answered(req):
         path = os.path.join(_workspace(req), DEMO_FILE)
         body = f"# flower 演示\n\n要做的事:{_task(req)}\n\n(由演示模型写下;换成真的 key 就是真模型在干活。)\n"
         return tool_use("Write", {"file_path": path, "content": body}, say="先把结果写进文件。")
     return text(f"写好了:{DEMO_FILE} 记下了这件事。")
+
+
+def _generic(req: Request) -> Reply:
+    """Any other agent: read the file the prompt names, then answer with its first line."""
+    named = re.search(r"([\w./-]+\.(?:txt|md|csv|json|py))", req.first_user_text)
+    if named and not _answered(req):
+        return tool_use("Read", {"file_path": os.path.join(_workspace(req), named.group(1))})
+    if named:
+        result = next((r for r in reversed(req.tool_results())), {})
+        content = str(result.get("content") or "")
+        first = next((ln.split("\t", 1)[-1].strip() for ln in content.splitlines() if ln.strip()), "")
+        return text(first or "(空)")
+    return text(f"(演示模型)收到:{_task(req)}")
 
 
 def has_credentials() -> bool:
