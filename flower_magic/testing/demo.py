@@ -72,7 +72,7 @@ def demo_model(req: Request) -> Reply:
 
 def _generic(req: Request) -> Reply:
     """Any other agent: read the file the prompt names, then answer with its first line."""
-    named = re.search(r"([\w./-]+\.(?:txt|md|csv|json|py))", req.first_user_text)
+    named = re.search(r"([\w./-]+\.(?:txt|md|csv|json|py))", _task(req))
     if named and not _answered(req):
         return tool_use("Read", {"file_path": os.path.join(_workspace(req), named.group(1))})
     if named:
