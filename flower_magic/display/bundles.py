@@ -1,0 +1,166 @@
+"""Static views as MIME bundles (``text/plain`` + ``text/html``, no widgets): the wake banner shown
+at ``%load_ext`` and what ``%flower --status`` shows without running anything.
+
+Every value from disk (paths, step names, errors, checks) is data: sanitised for text/plain and
+escaped for text/html.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from flower_magic.core.manifest import totals
+from flower_magic.display import html
+from flower_magic.display.goals import goal_lines, marks_of
+from flower_magic.display.texts import word
+from flower_magic.terminal import sanitize
+from flower_magic.workflow.goal import UNVERIFIABLE_RE
+from flower_magic.workflow.phrases import Line, human_elapsed, human_tokens, problem_line, say, short_path, wake_banner
+
+ERROR_CHARS = 80  # the manifest's error column: enough to tell interrupted from an API error
+NUMERIC = frozenset({2, 3, 4, 5, 7, 8})  # cost, turns, time, attempts, hand-offs, context
+
+
+def _bundle(lines: Sequence[Line], extra_html: str = "", extra_text: str = "") -> dict[str, str]:
+    text = html.lines_text(lines) + (f"\n{extra_text}" if extra_text else "")
+    return {"text/plain": sanitize(text), "text/html": html.wrap(html.lines_html(lines) + extra_html)}
+
+
+def _head(facts: Mapping[str, Any], lang: str) -> list[Line]:
+    lines = [wake_banner(facts, lang)]
+    problem = problem_line(facts, lang)
+    if problem:
+        lines.append(problem)
+    return lines
+
+
+def banner_bundle(facts: Mapping[str, Any], lang: str = "zh", *, hint: bool = False) -> dict[str, str]:
+    """The wake banner (and the problem line when lineage.json was unreadable).
+
+    Args:
+        facts: ``core.wake.wake_facts``.
+        lang: ``zh`` or ``en``.
+        hint: add the dim line on how to continue (``phrases`` ``continue_hint``).
+
+    Returns:
+        ``{"text/plain": ..., "text/html": ...}``.
+    """
+    lines = _head(facts, lang)
+    if hint:
+        lines.append([("dim", say("continue_hint", lang))])
+    return _bundle(lines)
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return 0.0
+
+
+def _cells(row: Mapping[str, Any], lang: str) -> list[html.Cell]:
+    ok = row.get("ok") is True
+    retired = row.get("retired")
+    error = "" if ok else sanitize(str(row.get("error") or ""))
+    if len(error) > ERROR_CHARS:
+        error = error[:ERROR_CHARS] + "…"
+    context = int(_number(row.get("context")))
+    return [
+        ("", sanitize(str(row.get("step") or "?"))),
+        ("ok", "+") if ok else ("bad", "x"),
+        ("", f"${_number(row.get('cost_usd')):.4f}"),
+        ("", str(int(_number(row.get("num_turns"))))),
+        ("", human_elapsed(_number(row.get("duration_s")))),
+        ("", str(int(_number(row.get("attempts", 1)))) or "1"),
+        ("", word("yes", lang) if row.get("resumed") is True else ""),
+        ("", str(len(retired)) if isinstance(retired, list) and retired else ""),
+        ("", human_tokens(context) if context else ""),
+        ("dim", error),
+    ]
+
+
+_COLUMNS = ("step", "ok", "cost", "turns", "time", "attempts", "resumed", "handoffs", "context", "error")
+
+
+def status_bundle(
+    facts: Mapping[str, Any],
+    goal_checks: Sequence[str],
+    last_verdict_checks: Iterable[Mapping[str, Any]] | None,
+    rows: Sequence[Mapping[str, Any]],
+    lang: str = "zh",
+    *,
+    max_rows: int = 20,
+) -> dict[str, str]:
+    """``%flower --status``: banner, goal list with the latest verdict marks, latest manifest rows.
+
+    Args:
+        facts: ``core.wake.wake_facts``.
+        goal_checks: the checks of 目标.md (``Goal.load(...).checks``), or empty.
+        last_verdict_checks: the latest verdict's ``checks`` (``[{"check", "passed"}]``), or None
+            when no verdict is known: every check shows as not judged yet.
+        rows: ``core.manifest.read_rows(run_dir)``, oldest first; the totals cover all of them.
+        lang: ``zh`` or ``en``.
+        max_rows: how many of the newest rows the table shows.
+
+    Returns:
+        ``{"text/plain": ..., "text/html": ...}``.
+    """
+    if facts.get("waking"):
+        lines = _head(facts, lang)
+    else:
+        where = short_path(facts.get("workspace") or ".")
+        lines = [[("dim", word("fresh", lang, where=where))]]
+        problem = problem_line(facts, lang)
+        if problem:
+            lines.append(problem)
+    checks = [str(c) for c in goal_checks]
+    marks = marks_of(last_verdict_checks)
+    if not checks and marks:
+        checks = list(marks)
+    doubtful = [c for c in checks if UNVERIFIABLE_RE.search(c)]
+    goal = goal_lines(
+        [sanitize(c) for c in checks],
+        {sanitize(k): v for k, v in marks.items()},
+        lang,
+        unverifiable=[sanitize(c) for c in doubtful],
+    )
+    head_html = html.lines_html(lines)
+    head_text = html.lines_text(lines)
+    if goal:
+        head_html += f'<div class="fm-box">{html.lines_html(goal)}</div>'
+        head_text += "\n\n" + html.lines_text(goal)
+    if not rows:
+        empty = [[("dim", word("no_rows", lang))]]
+        return {
+            "text/plain": sanitize(head_text + "\n\n" + html.lines_text(empty)),
+            "text/html": html.wrap(head_html + f'<div class="fm-box">{html.lines_html(empty)}</div>'),
+        }
+    shown = list(rows)[-max(1, max_rows) :]
+    headers = [word(f"col_{c}", lang) for c in _COLUMNS]
+    table = [_cells(r, lang) for r in shown]
+    t = totals(rows)
+    caption: Line = [("bold", word("rows_head", lang, n=len(shown), total=len(rows)))]
+    summary: Line = [
+        (
+            "dim",
+            word(
+                "rows_total",
+                lang,
+                steps=t["steps"],
+                turns=t["num_turns"],
+                cost=t["cost_usd"],
+                elapsed=human_elapsed(t["duration_s"]),
+                retries=t["retries"],
+                handoffs=t["handoffs"],
+            ),
+        )
+    ]
+    rows_html = html.line_html(caption) + html.table_html(headers, table, numeric=NUMERIC) + html.line_html(summary)
+    rows_text = "\n".join(
+        [html.line_text(caption), html.table_text(headers, table, numeric=NUMERIC), html.line_text(summary)]
+    )
+    return {
+        "text/plain": sanitize(head_text + "\n\n" + rows_text),
+        "text/html": html.wrap(head_html + f'<div class="fm-box">{rows_html}</div>'),
+    }
