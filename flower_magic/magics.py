@@ -271,19 +271,13 @@ def load(ipython: Any) -> None:
         from IPython.display import display
 
         from flower_magic.display import banner_bundle
-        from flower_magic.workflow.phrases import pick_lang, say
+        from flower_magic.workflow.phrases import pick_lang
 
         try:
             lang = pick_lang()
         except ValueError:
             lang = "zh"
-        bundle = banner_bundle(facts, lang)
-        hint = say("continue_hint", lang)
-        bundle = {
-            "text/plain": f"{bundle['text/plain']}\n{hint}",
-            "text/html": f"{bundle['text/html']}<div class='flower-hint'>{_escape(hint)}</div>",
-        }
-        display(bundle, raw=True)
+        display(banner_bundle(facts, lang, hint=True), raw=True)
 
 
 def unload(ipython: Any) -> None:
@@ -293,10 +287,3 @@ def unload(ipython: Any) -> None:
         magics[kind].pop("flower", None)
     ipython.magics_manager.registry.pop("FlowerMagics", None)
     atexit.unregister(_rescue_all)
-
-
-def _escape(text: str) -> str:
-    import html
-
-    return html.escape(text)
-
