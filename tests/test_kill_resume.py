@@ -147,3 +147,66 @@ def test_kill_minus_nine_then_same_session(fake_api: FakeAnthropic, child_env: d
         report.append((delay, stored))
     # Both situations happened: kills before anything reached the store, and after.
     assert any(s for _, s in report) and any(not s for _, s in report), report
+
+
+MID_TOOL_CHILD = """
+    import asyncio, json
+
+    from flower_magic import AgentSpec, Runtime, Step, Workflow
+
+    def sink(ev):
+        if ev.kind == "tool_call":
+            print("TOOL", flush=True)
+
+    async def main():
+        spec = AgentSpec(name="worker", instructions="", allowed_tools=["Bash"])
+        wf = Workflow([Step("干活", spec, "跑一下慢脚本。", resume_prompt="接着做。")])
+        rt = Runtime(workspace=".", run_dir="runs", resilience=False)
+        try:
+            ctx = await wf.run(rt, on_event=sink)
+        finally:
+            rt.close()
+        res = ctx["_results"]["干活"]
+        print(json.dumps({"sid": res.session_id, "ok": res.ok, "error": res.error, "text": res.text}), flush=True)
+
+    asyncio.run(main())
+"""
+
+
+@pytest.mark.slow
+def test_kill_during_a_tool_call_then_resume(
+    fake_api: FakeAnthropic, child_env: dict[str, str], workspace: Path
+) -> None:
+    """The transcript ends in a tool call without a result; the resumed request must still be valid
+    (the fake API rejects unpaired tool_use with a 400, as the real one does) and the work goes on."""
+    script = write_script(workspace / "child.py", MID_TOOL_CHILD)
+    fake_api.add(tool_use("Bash", {"command": "python3 -c 'import time; time.sleep(60)'"}))
+    with subprocess.Popen(
+        [sys.executable, str(script)],
+        cwd=workspace,
+        env=child_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    ) as proc:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "TOOL"
+        time.sleep(1.5)  # the tool is running; its call is already in the store (eager flush)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    sid = _lineage(workspace)["steps"]["干活"]
+
+    fake_api.add(text("慢脚本被打断了,我重新跑了一遍,完成。"))
+    out = subprocess.run(
+        [sys.executable, str(script)], cwd=workspace, env=child_env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    final = json.loads(out.stdout.strip().splitlines()[-1])
+    assert final["ok"], final
+    assert final["sid"] == sid
+    resumed = fake_api.requests[-1]
+    assert resumed.reply_kind == "message"  # not rejected as unpaired
+    assert resumed.n_messages > 2 and "接着做。" in resumed.last_user_text
+    (result,) = [r for r in resumed.tool_results()]
+    assert "没有结果" in str(result.get("content"))  # our neutral text, not an error or "interrupted"
+    assert not result.get("is_error")
