@@ -20,6 +20,7 @@ from flower_magic.workflow.phrases import (
     Line,
     handoff_block,
     result_line,
+    round_header,
     say,
     status_line,
     step_header,
@@ -89,7 +90,9 @@ class TerminalView:
         pad = "    " if sub else ""
         if isinstance(p.get("context"), int) and not sub:
             self.context = p["context"]
-        if ev.kind == "step":
+        if ev.kind == "step" and "index" not in p:
+            self.line(round_header(sanitize(ev.text), judge=bool(p.get("judge")), width=self.width()))
+        elif ev.kind == "step":
             self.say("", "")
             self.line(
                 step_header(

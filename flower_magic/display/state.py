@@ -30,6 +30,7 @@ from flower_magic.workflow.phrases import (
     handoff_block,
     problem_line,
     result_line,
+    round_header,
     say,
     status_line,
     step_header,
@@ -185,7 +186,10 @@ class RunState:
             self.context = p["context"]
             self.changed = True
         kind = ev.kind
-        if kind == "step":
+        if kind == "step" and "index" not in p:
+            sub_header = round_header(sanitize(ev.text), judge=bool(p.get("judge")), width=HEADER_COLS)
+            self._add(Entry([sub_header], kind="line"))
+        elif kind == "step":
             header = step_header(
                 sanitize(ev.text),
                 int(p.get("index") or 0),

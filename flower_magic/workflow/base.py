@@ -192,6 +192,9 @@ class Workflow:
         passed = False
         for attempt in range(step.retries + 1):
             label = attempt_label(step, attempt)
+            if attempt:
+                # A sub-header for the next round or retry (not a new step: no index, same session).
+                _emit(on_event, Event("step", label, payload={"attempt": attempt + 1, "resumed": resume is not None}))
             if lineage is not None:
                 runtime.on_session = _remember(lineage, step.name)
             try:

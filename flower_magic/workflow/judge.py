@@ -22,7 +22,7 @@ from flower_magic.core.events import Event
 from flower_magic.workflow.base import Ctx, Step, StepAbort
 from flower_magic.workflow.goal import Goal
 from flower_magic.workflow.roles import SET_PROMPT, VERIFY_PROMPT, goal_setter, judge
-from flower_magic.workflow.verdict import ACHIEVED, UNREACHABLE, Verdict
+from flower_magic.workflow.verdict import ACHIEVED, NOT_YET, UNREACHABLE, Verdict
 
 GOAL_STEP = "设定目标"
 GOAL_KEY = "_goal"
@@ -30,6 +30,7 @@ VERDICT_KEY = "_verdict"
 ROUND_KEY = "_goal_rounds"
 VERDICTS_KEY = "_verdicts"  # every verdict of this process, in order (for front ends)
 
+STATE_WORDS_ZH = {ACHIEVED: "达成", NOT_YET: "未达成", UNREACHABLE: "无法达成"}
 UNREACHABLE_Q = "目标被判为**无法达成**:{reason}\n怎么办?"
 ACCEPT = "接受这个结果,就这样往下走"
 AMEND = "修改目标"
@@ -129,6 +130,10 @@ def with_goal(
         stored = ctx.get(GOAL_KEY)
         goal = stored if isinstance(stored, Goal) and stored.complete() else Goal.load(goal_path) or Goal()
         report = result.text or "(这一轮没有回话)"
+        sink = ctx.get("_on_event")
+        if sink is not None:
+            with contextlib.suppress(Exception):
+                sink(Event("step", f"{label}#{ctx[ROUND_KEY]}", payload={"judge": True, "round": ctx[ROUND_KEY]}))
         verdict_run = await rt.run(
             judge_spec,
             VERIFY_PROMPT.format(goal=goal.prompt_block(), report=report),
@@ -160,7 +165,7 @@ async def _unreachable(channel: Any, verdict: Verdict, goal: Goal, goal_path: Pa
     ask = await channel.ask(UNREACHABLE_Q.format(reason=reason), [ACCEPT, AMEND, MISJUDGED])
     answer = (ask.answer or "").strip() if ask.state == "answered" else ""
     if not answer:
-        raise StepAbort(NO_ONE.format(reason=reason, path=goal_path))
+        return True
     if answer == ACCEPT or answer.startswith(ACCEPT[:4]):
         return True
     if answer.startswith("修改"):
@@ -190,7 +195,13 @@ def _emit(ctx: Ctx, verdict: Verdict, goal: Goal) -> None:
         "checks": checks,
     }
     with contextlib.suppress(Exception):
-        sink(Event("task", f"判定:{verdict.state or 'unclear'}", payload={"kind": "verdict", **payload}))
+        sink(
+            Event(
+                "task",
+                f"判定:{STATE_WORDS_ZH.get(verdict.state, '没有明确结论')}",
+                payload={"kind": "verdict", **payload},
+            )
+        )
 
 
 def check_marks(checks: list[str], verdict: Verdict) -> list[dict[str, Any]]:

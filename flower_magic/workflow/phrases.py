@@ -196,6 +196,12 @@ def step_header(
     return [("head", f"== {name} {bar}"), ("", " "), ("dim", tail)]
 
 
+def round_header(name: str, *, judge: bool = False, width: int = 80) -> Line:
+    """``-- 干活#round2 ------`` or ``-- 干活·判定#1 ------``: a round inside a step, not a new step."""
+    width = max(MIN_WIDTH, min(MAX_WIDTH, width))
+    return [("note" if judge else "bold", f"-- {name} {'-' * max(4, width - cols(name) - 4)}")]
+
+
 def result_line(ok: bool, turns: int, cost: float, elapsed_s: float, lang: str = "zh") -> Line:
     mark, word = ("+", say("done", lang)) if ok else ("x", say("failed", lang))
     return [

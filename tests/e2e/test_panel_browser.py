@@ -9,39 +9,24 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
 import textwrap
-import time
-import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from flower_magic.panel.transcript import project_key
+from tests.e2e.lab import SCREENSHOTS, Lab, chromium_page, running_lab
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--headless",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-output" / "screenshots"
 CANARY = "sk-ant-api03-BROWSER-CANARY-never-shown-0123456789"
 # The acceptance deadline for a new manifest row to show up without a reload.
 NEW_ROW_DEADLINE_MS = 10_000
-SERVER_START_S = 90
 PANEL = "#flower-magic-panel"
 SID_WORK = "3f0c6b1e-8a2d-4c5e-9f70-1a2b3c4d5e6f"
 SID_RETIRED = "7e6d5c4b-3a29-4180-9f7e-6d5c4b3a2918"
@@ -168,105 +153,18 @@ def _write_run(ws: Path) -> None:
     db.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class Lab:
-    url: str
-    token: str
-    root: Path
-    log: Path
-
-    def api(self, path: str) -> Any:
-        request = urllib.request.Request(f"{self.url}{path}", headers={"Authorization": f"token {self.token}"})
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return json.load(response)
-
-
 @pytest.fixture
 def lab(tmp_path: Path) -> Iterator[Lab]:
     root = tmp_path / "root"
     _write_run(root / "demo")
-    port, token = _free_port(), os.urandom(16).hex()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER")}
-    env.update(
-        ANTHROPIC_API_KEY=CANARY,
-        JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
-        JUPYTER_DATA_DIR=str(tmp_path / "data"),
-        JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
-        HOME=str(tmp_path / "home"),
-    )
-    (tmp_path / "home").mkdir()
-    # No news or update toast over the panel: it would intercept clicks (and it reaches out to the web).
-    notification = tmp_path / "settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
-    notification.parent.mkdir(parents=True)
-    notification.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
-    log = tmp_path / "lab.log"
-    with log.open("wb") as sink:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "jupyterlab",
-                "--no-browser",
-                "--allow-root",
-                "--ip=127.0.0.1",
-                f"--port={port}",
-                "--ServerApp.port_retries=0",
-                f"--IdentityProvider.token={token}",
-                f"--ServerApp.root_dir={root}",
-                f"--LabApp.user_settings_dir={tmp_path / 'settings'}",
-                f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}",
-                "--LabApp.expose_app_in_browser=True",
-            ],
-            env=env,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            cwd=tmp_path,
-        )
-    lab = Lab(f"http://127.0.0.1:{port}", token, root, log)
-    try:
-        deadline = time.monotonic() + SERVER_START_S
-        while True:
-            try:
-                lab.api("/api/status")
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    tail = log.read_text(errors="replace")[-3000:]
-                    raise AssertionError(f"jupyter lab did not start:\n{tail}") from None
-                time.sleep(0.5)
-        yield lab
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with running_lab(tmp_path, root, {"ANTHROPIC_API_KEY": CANARY}) as server:
+        yield server
 
 
 @pytest.fixture
 def page(lab: Lab) -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing; install it with `apt-get install -y chromium`")
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1400, "height": 900})
-        page = context.new_page()
-        page.set_default_timeout(30_000)
-        try:
-            yield page
-        finally:
-            context.close()
-            browser.close()
+    with chromium_page() as p:
+        yield p
 
 
 def _shot(page: Any, name: str) -> None:

@@ -1,0 +1,129 @@
+"""A real ``jupyter lab`` on loopback and a headless Debian Chromium page, for browser tests."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-output" / "screenshots"
+SERVER_START_S = 90
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Lab:
+    url: str
+    token: str
+    root: Path
+    log: Path
+
+    def api(self, path: str) -> Any:
+        request = urllib.request.Request(f"{self.url}{path}", headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.load(response)
+
+
+@contextlib.contextmanager
+def running_lab(tmp_path: Path, root: Path, env_extra: dict[str, str]) -> Iterator[Lab]:
+    """``jupyter lab`` serving ``root`` with auth on, its own settings, data and runtime dirs."""
+    port, token = free_port(), os.urandom(16).hex()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER")}
+    env.update(
+        JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
+        JUPYTER_DATA_DIR=str(tmp_path / "data"),
+        JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
+        HOME=str(tmp_path / "home"),
+    )
+    env.update(env_extra)
+    Path(env["HOME"]).mkdir(parents=True, exist_ok=True)
+    # No news or update toast over the page: it would intercept clicks (and it reaches out to the web).
+    notification = tmp_path / "settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    notification.parent.mkdir(parents=True, exist_ok=True)
+    notification.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    log = tmp_path / "lab.log"
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "jupyterlab",
+                "--no-browser",
+                "--allow-root",
+                "--ip=127.0.0.1",
+                f"--port={port}",
+                "--ServerApp.port_retries=0",
+                f"--IdentityProvider.token={token}",
+                f"--ServerApp.root_dir={root}",
+                f"--LabApp.user_settings_dir={tmp_path / 'settings'}",
+                f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}",
+                "--LabApp.expose_app_in_browser=True",
+            ],
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            cwd=tmp_path,
+        )
+    lab = Lab(f"http://127.0.0.1:{port}", token, root, log)
+    try:
+        deadline = time.monotonic() + SERVER_START_S
+        while True:
+            try:
+                lab.api("/api/status")
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    tail = log.read_text(errors="replace")[-3000:]
+                    raise AssertionError(f"jupyter lab did not start:\n{tail}") from None
+                time.sleep(0.5)
+        yield lab
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextlib.contextmanager
+def chromium_page(width: int = 1400, height: int = 900) -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        raise AssertionError(f"{CHROMIUM} is missing; install it with `apt-get install -y chromium`")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": width, "height": height})
+        page = context.new_page()
+        page.set_default_timeout(30_000)
+        try:
+            yield page
+        finally:
+            context.close()
+            browser.close()
