@@ -1,0 +1,44 @@
+"""Guards: the README documents every flag of %flower and of the flower command, and every setting."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+
+
+def _options(parser: argparse.ArgumentParser) -> set[str]:
+    return {s for action in parser._actions for s in action.option_strings if s not in ("-h", "--help")}
+
+
+def test_every_magic_flag_is_in_the_readme() -> None:
+    from flower_magic.magics import FlowerMagics
+
+    flags = _options(FlowerMagics.flower.parser)  # the parser behind %flower? as well
+    assert len(flags) > 15
+    missing = sorted(f for f in flags if f"`{f}" not in README)
+    assert missing == []
+
+
+def test_every_cli_flag_is_in_the_readme() -> None:
+    from flower_magic.cli import build_parser
+
+    missing = sorted(f for f in _options(build_parser()) if f"`{f}" not in README)
+    assert missing == []
+
+
+def test_every_setting_is_in_the_readme() -> None:
+    from flower_magic.magics import FlowerMagics
+
+    traits = FlowerMagics.class_own_traits(config=True)
+    assert traits
+    missing = sorted(name for name in traits if f"FlowerMagics.{name}" not in README)
+    assert missing == []
+
+
+def test_magic_help_is_the_docstring_and_the_flags() -> None:
+    from flower_magic.magics import FlowerMagics
+
+    doc = FlowerMagics.flower.__doc__ or ""
+    assert "%flower --status" in doc and "--rounds" in doc and "--new" in doc
