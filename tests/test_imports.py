@@ -94,3 +94,25 @@ def test_no_module_grows_past_the_split_line() -> None:
     """DESIGN §3: aim under 300 lines, split at 500."""
     big = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if len(p.read_text().splitlines()) > 500]
     assert big == []
+
+
+def test_magics_load_without_the_workflow_or_the_sdk() -> None:
+    """%load_ext must stay cheap: the workflow, the human channel and the SDK load when a run starts."""
+    loaded = _modules_after("import IPython.core.magic\nimport flower_magic.magics")
+    heavy = (
+        "claude_agent_sdk",
+        "ipywidgets",
+        "flower_magic.workflow.starter",
+        "flower_magic.core.human",
+        "flower_magic.core.runtime",
+        "jupyter_server",
+    )
+    assert [m for m in heavy if m in loaded] == []
+
+
+def test_light_copies_of_defaults_agree() -> None:
+    from flower_magic.core.human import DEFAULT_TIMEOUT_S
+    from flower_magic.workflow import go, starter
+
+    assert go.DEFAULT_TIMEOUT_S == DEFAULT_TIMEOUT_S
+    assert go.NEW_CMD == starter.NEW_CMD

@@ -10,14 +10,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from flower_magic.core.handoff import HandoffPolicy
-from flower_magic.core.human import DEFAULT_TIMEOUT_S
 from flower_magic.workflow.phrases import pick_lang
-from flower_magic.workflow.starter import NEW_CMD, Starter, starter_flow
 
+if TYPE_CHECKING:
+    from flower_magic.workflow.starter import Starter
+
+# Imported by %load_ext: keep this module light (the workflow and the SDK load when a run starts).
 DEFAULT_ROUNDS = 3
+DEFAULT_TIMEOUT_S = 1800.0  # the human channel's default (core.human.DEFAULT_TIMEOUT_S; a test keeps them equal)
+NEW_CMD = "/new"
 
 
 class GoError(ValueError):
@@ -90,6 +93,7 @@ class GoOptions:
 
 def make_runtime(opts: GoOptions, **kw: Any) -> Any:
     """The runtime for the ``go`` path: trimming on unless ``--no-trim``, hand-off unless ``--no-handoff``."""
+    from flower_magic.core.handoff import HandoffPolicy
     from flower_magic.core.runtime import Runtime
 
     handoff = HandoffPolicy(enabled=opts.handoff, **({"window": opts.window} if opts.window else {}))
@@ -98,6 +102,8 @@ def make_runtime(opts: GoOptions, **kw: Any) -> Any:
 
 def build(opts: GoOptions, *, on_event: Any = None) -> Starter:
     """The default workflow for these options (archives first with ``new``)."""
+    from flower_magic.workflow.starter import starter_flow
+
     return starter_flow(
         opts.task,
         workspace=opts.workspace,
