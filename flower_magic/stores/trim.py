@@ -8,13 +8,16 @@
   longer be true, and the agent should look again rather than trust them.
 
 Both rewrite only the content of a ``tool_result`` block; the block itself stays, so every
-``tool_use`` keeps its result. Compaction summaries and meta entries are never touched.
+``tool_use`` keeps its result. Compaction summaries and meta entries are never touched. Neither
+modifies the list it is given: an entry that changes is copied, the others are shared.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,19 +67,36 @@ class EphemeralPolicy:
 
 
 # -- is_ephemeral ------------------------------------------------------------------------------------
+#
+# The rule: a command is a glance only if every piece of it is a known read-only command whose
+# arguments cannot make it write or run something else. Stricter than the reference is fine (a glance
+# result kept is only a few hundred characters); laxer is a bug. Three layers:
+#   1. text checks on the raw command (the reference's: substitution, redirects, background jobs,
+#      ``_MUTATES`` words anywhere), plus subshells, open quotes and ``${…}`` beyond ``${NAME}``;
+#   2. every piece of a list or pipeline starts with a known read-only verb;
+#   3. for verbs with dangerous options, their words as the shell passes them (``shlex``), so that
+#      quoting (``"-i"``, ``\-delete``) cannot hide an option; and no word may expand into an unseen
+#      option (``$X``, ``$'-o'``, globs, braces).
+# Some ``_MUTATES`` alternatives (sed -i, sort -o, git --force …) are also caught, more precisely, by
+# layer 3; they stay for parity with the reference.
 
 _SUBSTITUTION = re.compile(r"\$\(|`|<\(|>\(")
+# ${NAME} is plain; anything else inside ${…} can evaluate arithmetic (``${X:$N}``, ``${a[$N]}``, which
+# runs a command substitution held in N) or expand a prompt string (``${X@P}``).
+_PARAM_EXPANSION = re.compile(r"\$\{(?![A-Za-z_][A-Za-z0-9_]*\})")
 _MUTATES = re.compile(
     r"""\bxargs\b|(?:^|\s)-exec(?:dir)?\b|\beval\b|\bsource\b|(?:^|[;&|]\s*)\.\s|\btee\b|\bexec\b
       |(?:^|\s)-delete\b|(?:^|\s)-fprint0?\b|(?:^|\s)-fprintf\b|(?:^|\s)-fls\b|(?:^|\s)-ok(?:dir)?\b|(?:^|\s)-newer
-      |\bsed\b[^|;&]*\s-[a-zA-Z]*i|\bsed\b[^|;&]*--in-place
-      |\bsort\b[^|;&]*\s-[a-zA-Z]*o|\bsort\b[^|;&]*--output
-      |\bawk\b[^|;&]*(?:system\s*\(|print[^|;&]*>|ENVIRON|getline)
-      |\bgit\b[^|;&]*\s--(?:force|hard|prune|output)\b|\bgit\b[^|;&]*\s-f\b
-      |\btree\b[^|;&]*\s-o\b|\bdate\b[^|;&]*\s(?:-s|--set)\b""",
+      |\bsed\b[^|;&\n]*\s-[a-zA-Z]*i|\bsed\b[^|;&\n]*--in-place
+      |\bsort\b[^|;&\n]*\s-[a-zA-Z]*o|\bsort\b[^|;&\n]*--output
+      |\bawk\b[^|;&\n]*(?:system\s*\(|print[^|;&\n]*>|ENVIRON|getline)
+      |\bgit\b[^|;&\n]*\s--(?:force|hard|prune|output)\b|\bgit\b[^|;&\n]*\s-f\b
+      |\btree\b[^|;&\n]*\s-o\b|\bdate\b[^|;&\n]*\s(?:-s|--set)\b""",
     re.X | re.I,
 )
-_SAFE_REDIRECTS = re.compile(r"\d?>&\d|&>\s*/dev/null|\d?>>?\s*/dev/null")
+# Only whole redirect words: ``>&2file`` and ``>/dev/null2`` write files.
+_END = r"(?=\s|$|[;&|])"
+_SAFE_REDIRECTS = re.compile(r"\d?>&(?:\d|-)" + _END + r"|&>\s*/dev/null" + _END + r"|\d?>>?\s*/dev/null" + _END)
 _SPLIT = re.compile(r"&&|\|\||;|\||\n")
 _GIT_READ = (
     r"status|diff|log|show|stash\s+list|worktree\s+list|rev-parse|describe|ls-files|blame|shortlog|reflog"
@@ -95,63 +115,219 @@ EPHEMERAL_CMD = re.compile(
 _TYPE = re.compile(r"^type(?:\s+-[apftP]+)*\s+[\w.+-]+$")
 _ENV_BARE = re.compile(r"^(?:env|hostname)(?:\s+-[a-zA-Z]+)*$")  # env/hostname with an argument run/change things
 _GIT_BRANCH = re.compile(r"^git\s+branch(?P<rest>(?:\s+\S+)*)$")
-_BRANCH_LIST_FLAGS = {
-    "-a",
-    "-r",
-    "-l",
-    "-v",
-    "-vv",
-    "--list",
-    "--all",
-    "--remotes",
-    "--show-current",
-    "--merged",
-    "--no-merged",
-    "--contains",
-    "--no-contains",
-    "--verbose",
-    "--no-color",
-    "--color",
-}
+_BRANCH_LIST_FLAG = re.compile(
+    r"-[arlv]|-vv|--(?:list|all|remotes|show-current|merged|no-merged|contains|no-contains|verbose|no-color|color"
+    r"|format=.*)"
+)
 _GIT_REMOTE = re.compile(r"^git\s+remote(?:\s+-v|\s+(?:show|get-url)\b.*)?$")
-_SED_WRITES = re.compile(r"""(?:^|[;{}'"\s])[wWe]\s+\S|(?:^|[;{}'"\s])[wW]$""")
+# A sed script made only of commands that print, edit the pattern space or quit: no w/W/e commands,
+# no s///w or s///e flags, no r/R, labels or text commands (refused rather than parsed).
+_SED_ADDRESS = r"(?:\d+(?:~\d+)?|\$|/(?:\\.|[^\\/\n])*/[IM]*)"
+_SED_SAFE_SCRIPT = re.compile(
+    rf"(?:[\s;]*(?:{_SED_ADDRESS}(?:[ \t]*,[ \t]*(?:[+~]\d+|{_SED_ADDRESS}))?)?[ \t]*!?[ \t]*"
+    r"(?:[pPdDnNgGhHxzF={}]|[lqQ][ \t]*\d*"
+    r"|s(?P<s>[^\\\n\w\s])(?:\\.|(?!(?P=s))[^\\\n])*(?P=s)(?:\\.|(?!(?P=s))[^\\\n])*(?P=s)[gpiImM\d]*"
+    r"|y(?P<y>[^\\\n\w\s])(?:\\.|(?!(?P=y))[^\\\n])*(?P=y)(?:\\.|(?!(?P=y))[^\\\n])*(?P=y)))*[\s;]*"
+)
+_SED_FLAG = re.compile(
+    r"-[nErsuz]+e?|--(?:quiet|silent|regexp-extended|separate|unbuffered|null-data|posix|debug|sandbox)"
+)
+
+
+def _shell_text(cmd: str) -> tuple[str, str] | None:
+    """Two views of ``cmd``: the unquoted text (quoted and backslash-escaped characters blanked), and
+    the text where ``$`` still expands (single-quoted and escaped characters blanked). None if a quote
+    is left open."""
+    bare, live = list(cmd), list(cmd)
+    quote, escaped = "", False
+    for i, ch in enumerate(cmd):
+        if escaped or quote == "'" or ch == "\\" or (ch in "'\"" and not quote) or (quote == '"' and ch == '"'):
+            bare[i] = live[i] = " "
+        elif quote == '"':
+            bare[i] = " "
+        if escaped:
+            escaped = False
+        elif quote:
+            quote = "" if ch == quote else quote
+            escaped = quote == '"' and ch == "\\"
+        elif ch in "'\"":
+            quote = ch
+        else:
+            escaped = ch == "\\"
+    return None if quote else ("".join(bare), "".join(live))
+
+
+def _flags(word: str) -> str:
+    """The letters of a cluster of short options (``-ni`` → ``ni``); empty for anything else."""
+    return word[1:] if word.startswith("-") and not word.startswith("--") else ""
+
+
+def _long(word: str) -> str:
+    """The name of a long option as typed (``--out=f`` → ``out``; getopt accepts any unique prefix)."""
+    return word[2:].partition("=")[0] if word.startswith("--") else ""
+
+
+def _sed_reads_only(args: list[str]) -> bool:
+    scripts: list[str] = []
+    operands: list[str] = []
+    sandbox = False  # --sandbox makes sed itself refuse e, w and r
+    words = iter(args)
+    for word in words:
+        if word.startswith("--expression="):
+            scripts.append(word.partition("=")[2])
+        elif word in ("-e", "--expression") or (_SED_FLAG.fullmatch(word) and word.endswith("e")):
+            script = next(words, None)  # -e, or a cluster ending in e (-ne): the script is the next word
+            if script is None:
+                return False
+            scripts.append(script)
+        elif _SED_FLAG.fullmatch(word):
+            sandbox = sandbox or word == "--sandbox"
+        elif word.startswith("-") and word != "-":
+            return False  # -i/--in-place (even as --in), -f (a script we cannot see), -l, anything unknown
+        else:
+            operands.append(word)
+    scripts = scripts or operands[:1]
+    return bool(scripts) and (sandbox or all(_SED_SAFE_SCRIPT.fullmatch(s) for s in scripts))
+
+
+def _awk_reads_only(args: list[str]) -> bool:
+    words = iter(args)
+    for word in words:
+        if word in ("-F", "-v"):
+            next(words, None)
+        elif not word.startswith(("-F", "-v")):
+            # -f/-E (a program file), -i/-l (gawk: in place, extensions), -e, long options; else the program.
+            # In it: @ (gawk's @load/@include and @f() with f = "system") and | (a pipe to a command).
+            return not word.startswith("-") and not re.search(r"system|getline|ENVIRON|@|\||>", word)
+    return False
+
+
+def _sort_reads_only(args: list[str]) -> bool:
+    # -o and --output (also as --out, --o: getopt takes prefixes); --compress-program runs a program.
+    return not any(
+        "o" in _flags(w) or (_long(w) and "output".startswith(_long(w))) or _long(w)[:1] == "c" for w in args
+    )
+
+
+def _uniq_reads_only(args: list[str]) -> bool:
+    """``uniq IN OUT`` writes OUT: at most one operand (``-`` is one; the word after -f, -s or -w is a number)."""
+    after = ["", *args][: len(args)]
+    operands = [w for w, before in zip(args, after, strict=True) if before not in ("-f", "-s", "-w") and w[:2] != "--"]
+    return len([w for w in operands if w == "-" or not w.startswith("-")]) <= 1
+
+
+def _date_reads_only(args: list[str]) -> bool:
+    """``date -s``/``--set`` and ``date MMDDhhmm`` set the clock."""
+    words = iter(args)
+    for word in words:
+        if _long(word):
+            if "set".startswith(_long(word)):
+                return False
+            if _long(word) in ("date", "file", "reference") and "=" not in word:
+                next(words, None)
+        elif _flags(word):
+            for k, letter in enumerate(_flags(word)):
+                if letter == "s":
+                    return False
+                if letter in "dfrI":  # takes an argument: the rest of the word, or the next word
+                    if letter != "I" and k == len(word) - 2:
+                        next(words, None)
+                    break
+        elif not word.startswith("+"):
+            return False
+    return True
+
+
+def _git_reads_only(args: list[str]) -> bool:
+    sub, rest = (args[0].lower(), args[1:]) if args else ("", [])
+    if any(w == "-f" or _long(w).startswith(("force", "hard", "prune", "output")) for w in rest):
+        return False
+    if sub == "hash-object":
+        return not any("w" in _flags(w) for w in rest)  # -w writes the object
+    if sub == "reflog":
+        return not {"expire", "delete"} & set(rest)
+    if sub == "symbolic-ref":  # one name reads; a second operand, -d or -m sets or deletes the ref
+        operands = [w for w in rest if not w.startswith("-")]
+        return len(operands) <= 1 and all(
+            w in ("-q", "--quiet", "--short", "--recurse", "--no-recurse") for w in rest if w not in operands
+        )
+    return True
+
+
+def _without_flag(letters: str, long_prefix: str) -> Callable[[list[str]], bool]:
+    return lambda args: not any(set(letters) & set(_flags(w)) or _long(w).startswith(long_prefix) for w in args)
+
+
+_ARGUMENT_RULES: dict[str, Callable[[list[str]], bool]] = {
+    "sed": _sed_reads_only,
+    "awk": _awk_reads_only,
+    "find": lambda args: (
+        not any(w.lower().startswith(("-exec", "-ok", "-delete", "-fprint", "-fls", "-newer")) for w in args)
+    ),
+    "sort": _sort_reads_only,
+    "uniq": _uniq_reads_only,
+    "date": _date_reads_only,
+    "git": _git_reads_only,
+    "rg": _without_flag("", "pre"),  # --pre runs a program on every file
+    "tree": _without_flag("oR", "o"),  # -o FILE writes; -R writes 00Tree.html in every folder
+    "file": _without_flag("C", "c"),  # -C compiles a magic file
+    "ss": _without_flag("K", "k"),  # -K kills sockets
+}
+
+
+def _words_are_literal(seg: str) -> bool:
+    """No word of ``seg`` can expand into an option we did not see: no ``$`` (``$X`` holding ``-delete``,
+    ``$'-o'``), no glob (``*`` matching a file named ``-delete``), no braces (``-{delete,x}``)."""
+    text = _shell_text(seg)
+    return text is not None and "$" not in text[1] and not set("*?[{}") & set(text[0])
 
 
 def _segment_is_glance(seg: str) -> bool:
     seg = seg.strip()
-    if not seg:
-        return False
-    if _TYPE.match(seg) or _ENV_BARE.match(seg) or _GIT_REMOTE.match(seg):
+    if _TYPE.match(seg) or _ENV_BARE.match(seg):
         return True
+    if _GIT_REMOTE.match(seg):
+        return _words_are_literal(seg)
     branch = _GIT_BRANCH.match(seg)
     if branch:
         args = branch.group("rest").split()
-        listing = any(a in ("-l", "--list") for a in args)
-        return all(
-            a in _BRANCH_LIST_FLAGS or (listing and not a.startswith("-")) or a.startswith("--format=") for a in args
+        listing = "-l" in args or "--list" in args
+        return _words_are_literal(seg) and all(
+            _BRANCH_LIST_FLAG.fullmatch(a) or (listing and not a.startswith("-")) for a in args
         )
-    if seg.split()[0].lower() == "sed" and _SED_WRITES.search(seg[3:]):
+    if not EPHEMERAL_CMD.match(seg):
         return False
-    return bool(EPHEMERAL_CMD.match(seg))
+    try:
+        words = shlex.split(seg)
+    except ValueError:
+        return False
+    rule = _ARGUMENT_RULES.get(words[0].lower())
+    return rule is None or (_words_are_literal(seg) and rule(words[1:]))
 
 
 def is_ephemeral(cmd: str) -> bool:
     """True for a shell command that only looks (its result can go stale; running it again is safe).
 
-    Deliberately narrow: command or process substitution, redirects other than to ``/dev/null``,
-    background jobs, and anything that can write (``xargs``, ``-exec``, ``tee``, ``sed -i``,
-    ``sort -o``, ``git branch -D``, ``--force`` …) are never ephemeral, and every piece of a
-    pipeline or command list must be a known read-only command.
+    Deliberately narrow: command or process substitution, parameter expansions other than ``${NAME}``,
+    redirects other than to ``/dev/null`` or between descriptors, background jobs, subshells and
+    function definitions, leading variable assignments, and anything that can write or run another
+    program (``xargs``, ``find -exec``, ``tee``, ``sed -i``/``w``/``e``, ``sort -o``, ``awk`` with
+    ``system``/``-f``, ``git branch -D``, ``--force`` …) are never ephemeral, and every piece of a
+    pipeline or command list must be a known read-only command. For commands that have dangerous
+    options, a word that could expand into one (``$X``, ``$'…'``, a glob, braces) is refused too.
+
+    Not guaranteed: programs a read-only command runs from configuration rather than from its
+    arguments (a repository's ``diff.external`` or ``core.fsmonitor`` run on ``git diff``/``git status``).
     """
-    if not cmd or not cmd.strip():
-        return False
-    if _SUBSTITUTION.search(cmd) or _MUTATES.search(cmd):
+    cmd = cmd.strip() if isinstance(cmd, str) else ""
+    if not cmd or _SUBSTITUTION.search(cmd) or _PARAM_EXPANSION.search(cmd) or _MUTATES.search(cmd):
         return False
     stripped = _SAFE_REDIRECTS.sub(" ", cmd)
-    if "<" in stripped or ">" in stripped:
-        return False
-    if "&" in stripped.replace("&&", " "):
-        return False
+    if "<" in stripped or ">" in stripped or "&" in stripped.replace("&&", " "):
+        return False  # a redirect to a file, or a background job
+    text = _shell_text(stripped)
+    if text is None or "(" in text[0] or ")" in text[0]:
+        return False  # an open quote, a subshell, or a function definition (``ls () ( rm x )``)
     return all(_segment_is_glance(seg) for seg in _SPLIT.split(stripped))
 
 
@@ -176,18 +352,42 @@ def _plain_text(content: Any) -> str | None:
     return None
 
 
-def _result_sites(entries: list[Entry]) -> list[tuple[Entry, dict[str, Any], str]]:
-    sites = []
-    for entry in entries:
+# (entry index, block index, block, plain text)
+_Site = tuple[int, int, dict[str, Any], str]
+
+
+def _result_sites(entries: list[Entry]) -> list[_Site]:
+    sites: list[_Site] = []
+    for i, entry in enumerate(entries):
         msg = entry.get("message")
         if _protected(entry) or not isinstance(msg, dict) or not isinstance(msg.get("content"), list):
             continue
-        for block in msg["content"]:
+        for j, block in enumerate(msg["content"]):
             if isinstance(block, dict) and block.get("type") == "tool_result":
                 text = _plain_text(block.get("content"))
                 if text is not None:
-                    sites.append((entry, block, text))
+                    sites.append((i, j, block, text))
     return sites
+
+
+class _Rewrite:
+    """A copy of a transcript in which only the entries whose results change are copied."""
+
+    def __init__(self, entries: list[Entry]) -> None:
+        self.entries = list(entries)
+        self._owned: set[int] = set()
+        self.rewritten: list[str] = []
+
+    def replace(self, i: int, j: int, content: str) -> None:
+        if i not in self._owned:
+            entry = dict(self.entries[i])
+            entry["message"] = {**entry["message"], "content": list(entry["message"]["content"])}
+            self.entries[i] = entry
+            self._owned.add(i)
+            if entry.get("uuid"):
+                self.rewritten.append(entry["uuid"])
+        blocks = self.entries[i]["message"]["content"]
+        blocks[j] = {**blocks[j], "content": content}
 
 
 def bash_commands(entries: list[Entry]) -> dict[str, str]:
@@ -206,43 +406,81 @@ def bash_commands(entries: list[Entry]) -> dict[str, str]:
 
 
 def expire(entries: list[Entry], policy: EphemeralPolicy) -> tuple[list[Entry], list[str]]:
-    """Mark old glance results stale (in place). Returns the entries and uuids rewritten."""
-    commands = bash_commands(entries)
-    sites = [
-        (e, b, t)
-        for e, b, t in _result_sites(entries)
-        if b.get("tool_use_id") in commands and is_ephemeral(commands[b["tool_use_id"]]) and len(t) <= policy.max_chars
-    ]
+    """Mark old glance results stale.
+
+    Returns:
+        A new list (``entries`` is not modified; an entry that changes is copied, the others are
+        shared) and the uuids of the entries rewritten.
+    """
+    # One pass over a long session: Bash commands by call id, and the small plain-text results.
+    commands: dict[Any, str] = {}
+    candidates: list[tuple[int, int, Any]] = []
+    for i, entry in enumerate(entries):
+        msg = entry.get("message")
+        content = msg.get("content") if isinstance(msg, dict) else None
+        if not isinstance(content, list):
+            continue
+        for j, block in enumerate(content):
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "tool_use" and block.get("name") == "Bash":
+                cmd = (block.get("input") or {}).get("command")
+                if isinstance(cmd, str):
+                    commands[str(block.get("id"))] = cmd
+            elif kind == "tool_result" and not _protected(entry):
+                text = _plain_text(block.get("content"))
+                if text is not None and len(text) <= policy.max_chars:
+                    candidates.append((i, j, block.get("tool_use_id")))
+    # A session repeats its few glance commands thousands of times: judge each text once.
+    verdicts = {cmd: is_ephemeral(cmd) for cmd in set(commands.values())}
+    sites = [(i, j, tid) for i, j, tid in candidates if tid in commands and verdicts[commands[tid]]]
     old = sites[: max(0, len(sites) - policy.keep_recent)]
-    rewritten: list[str] = []
-    for i, (entry, block, _) in enumerate(old):
-        block["content"] = policy.placeholder(commands[block["tool_use_id"]], len(sites) - i)
-        if entry.get("uuid"):
-            rewritten.append(entry["uuid"])
-    return entries, rewritten
+    work = _Rewrite(entries)
+    for n, (i, j, tid) in enumerate(old):
+        work.replace(i, j, policy.placeholder(commands[tid], len(sites) - n))
+    return work.entries, work.rewritten
 
 
 def spill_path(workspace: Path, text: str, policy: TrimPolicy) -> Path:
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    """Where a spilled result lives: named by the first 16 hex digits of its UTF-8 text's sha256."""
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return workspace / policy.spill_dirname / f"{digest}.txt"
 
 
 def trim(
     entries: list[Entry], policy: TrimPolicy, workspace: Path, *, write: bool = True
 ) -> tuple[list[Entry], dict[str, Any]]:
-    """Spill large old tool results (in place). ``write=False`` computes the same view without
-    touching the disk (for read-only viewers). Returns the entries and a report."""
-    sites = [(e, b, t) for e, b, t in _result_sites(entries) if len(t) >= policy.min_chars]
+    """Spill large old tool results. ``write=False`` computes the same view without touching the disk
+    (for read-only viewers).
+
+    A result whose spill file cannot be written stays in context as it was (a pointer to a file that
+    does not exist would lose it); resuming goes on, and the report counts it in ``unspilled``.
+
+    Returns:
+        A new list (``entries`` is not modified; an entry that changes is copied, the others are
+        shared) and a report: ``cleared``, ``kept``, ``chars_saved``, ``unspilled``, ``rewritten``.
+    """
+    sites = [s for s in _result_sites(entries) if len(s[3]) >= policy.min_chars]
     old = sites[: max(0, len(sites) - policy.keep_recent)]
-    saved = 0
-    rewritten: list[str] = []
-    for entry, block, text in old:
+    saved = unspilled = 0
+    work = _Rewrite(entries)
+    for i, j, _, text in old:
         path = spill_path(workspace, text, policy)
         if write and not path.exists():
-            write_atomic(path, text.encode("utf-8"))
+            try:
+                write_atomic(path, text.encode("utf-8", "surrogatepass"))
+            except OSError:
+                unspilled += 1
+                continue
         pointer = SPILL_POINTER.format(n=len(text), path=path.relative_to(workspace).as_posix())
-        block["content"] = pointer
+        work.replace(i, j, pointer)
         saved += len(text) - len(pointer)
-        if entry.get("uuid"):
-            rewritten.append(entry["uuid"])
-    return entries, {"cleared": len(old), "kept": len(sites) - len(old), "chars_saved": saved, "rewritten": rewritten}
+    report = {
+        "cleared": len(old) - unspilled,
+        "kept": len(sites) - len(old) + unspilled,
+        "chars_saved": saved,
+        "unspilled": unspilled,
+        "rewritten": work.rewritten,
+    }
+    return work.entries, report
