@@ -165,7 +165,7 @@ async def _unreachable(channel: Any, verdict: Verdict, goal: Goal, goal_path: Pa
     ask = await channel.ask(UNREACHABLE_Q.format(reason=reason), [ACCEPT, AMEND, MISJUDGED])
     answer = (ask.answer or "").strip() if ask.state == "answered" else ""
     if not answer:
-        return True
+        raise StepAbort(NO_ONE.format(reason=reason, path=goal_path))
     if answer == ACCEPT or answer.startswith(ACCEPT[:4]):
         return True
     if answer.startswith("修改"):
