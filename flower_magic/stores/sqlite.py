@@ -9,6 +9,8 @@ Guarantees:
       unique index ``entries_uid``), so a file written by either opens and works in the other.
     - Once ``append`` returns, its batch is committed (WAL, ``synchronous=FULL``): it survives the
       process being killed and, where fsync is honoured, a power cut.
+    - ``load`` returns entries deep-equal to what was appended (integers past 64 bits, NaN and lone
+      surrogates included), whether or not the optional ``orjson`` speeds the decoding.
     - An entry ``uuid`` is stored at most once per key, whether it repeats within a batch or arrives
       again in a replayed batch. Entries without a uuid are always appended.
     - A batch with nothing new changes nothing: not the entries, not ``mtime``, not the summary.
