@@ -38,20 +38,19 @@ Not guaranteed:
 from __future__ import annotations
 
 import asyncio
-import errno
-import gc
 import json
 import logging
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
-from flower_magic.core.durable import set_aside
+from flower_magic.stores.rows import ENCODER, PAYLOAD_SQL, decode, summary_from_row
+from flower_magic.stores.schema import open_readonly, open_writable
 
 if TYPE_CHECKING:
     from claude_agent_sdk.types import (
@@ -64,33 +63,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Another process's append holds the write lock for milliseconds (a 100K-entry batch for about a
-# second); 10 s rides out both before an append fails and the SDK has to retry it.
-BUSY_TIMEOUT_S = 10.0
 # The original's window: usage sits on assistant entries, and 60 entries reach back past the
 # attachments, tool results and bookkeeping lines a single turn writes after its last reply.
 LAST_CONTEXT_SCAN_ENTRIES = 60
 # Stays under the 999 bound variables older SQLite builds allow per statement.
 UID_CHUNK_SIZE = 500
 # SQLite result codes (sqlite3 names them only from Python 3.11).
-_SQLITE_CORRUPT = 11
-_SQLITE_NOTADB = 26
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS entries(
-    store_key TEXT NOT NULL, seq INTEGER NOT NULL, uid TEXT, payload TEXT NOT NULL,
-    PRIMARY KEY(store_key, seq));
-CREATE UNIQUE INDEX IF NOT EXISTS entries_uid ON entries(store_key, uid) WHERE uid IS NOT NULL;
-CREATE TABLE IF NOT EXISTS meta(
-    store_key TEXT PRIMARY KEY, mtime INTEGER NOT NULL, next_seq INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS summaries(
-    project_key TEXT NOT NULL, session_id TEXT NOT NULL, mtime INTEGER NOT NULL, data TEXT NOT NULL,
-    PRIMARY KEY(project_key, session_id));
-"""
-_TABLES = frozenset({"entries", "meta", "summaries"})
-# ASCII with \u escapes, as the original wrote: a lone surrogate (the CLI's JavaScript strings can
-# carry one) would make raw UTF-8 text unstorable. Compact separators keep rows small.
-_ENCODER = json.JSONEncoder(separators=(",", ":"))
 
 
 def store_key(key: SessionKey) -> str:
@@ -111,61 +89,6 @@ def _uid(entry: SessionStoreEntry) -> str | None:
     return uid if isinstance(uid, str) and uid else None
 
 
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    # Decoding 100K entries allocates millions of containers; the cyclic collector would walk the
-    # growing heap again and again and roughly double the time of a big load. Nothing decoded here
-    # forms a cycle, so collecting afterwards loses nothing.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def _orjson_loads() -> Callable[[bytes | str], Any] | None:
-    try:
-        import orjson
-    except ImportError:
-        return None
-    return orjson.loads
-
-
-# Optional: orjson parses a big session 2-3 times faster than the json module, most of it by reading
-# the UTF-8 bytes SQLite holds without making a str of each row first (bench/bench_store.py).
-_FAST_LOADS = _orjson_loads()
-# What the reads select: UTF-8 bytes for orjson, text for the json module.
-_PAYLOAD = "CAST(payload AS BLOB)" if _FAST_LOADS else "payload"
-# orjson turns an integer literal too big for 64 bits into a float; any such literal has 19 or more
-# digits in a row, so rows with such a run go to the json module, which keeps integers exact.
-_DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
-_LONG_DIGIT_RUN = b"0" * 19
-
-
-def _decode(payloads: Iterable[tuple[str | bytes]]) -> list[Any]:
-    out: list[Any] = []
-    append, fast = out.append, _FAST_LOADS
-    with _gc_paused():
-        for (payload,) in payloads:
-            if (
-                fast is not None
-                and isinstance(payload, bytes)
-                and _LONG_DIGIT_RUN not in payload.translate(_DIGITS_TO_ZERO)
-            ):
-                try:
-                    append(fast(payload))
-                    continue
-                except ValueError:
-                    pass  # NaN, Infinity, lone surrogates: the json module reads them
-            try:
-                append(json.loads(payload))
-            except (ValueError, TypeError):
-                log.warning("sessions.db: skipped an entry that is not valid JSON: %.80r", payload)
-    return out
-
-
 _Fold = Callable[["SessionSummaryEntry | None", "SessionKey", "list[SessionStoreEntry]"], "SessionSummaryEntry"]
 
 
@@ -173,14 +96,6 @@ def _summary_fold() -> _Fold:
     from claude_agent_sdk import fold_session_summary  # about 1 s to import: keep `import flower_magic` cheap
 
     return fold_session_summary
-
-
-def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
-    text = str(exc)
-    return "file is not a database" in text or "malformed" in text
 
 
 class SqliteSessionStore:
@@ -207,86 +122,10 @@ class SqliteSessionStore:
         self.recovered_from: Path | None = None
         self._lock = threading.Lock()
         self._last_mtime = 0
-        self._db: sqlite3.Connection | None = self._open_readonly() if readonly else self._open()
-
-    # -- opening ---------------------------------------------------------------------------------
-
-    def _connect(self, target: str, *, uri: bool) -> sqlite3.Connection:
-        try:
-            # isolation_level=None: we issue BEGIN IMMEDIATE ourselves; sqlite3's implicit deferred
-            # transactions could fail to upgrade to a write lock without waiting.
-            return sqlite3.connect(
-                target, timeout=BUSY_TIMEOUT_S, check_same_thread=False, isolation_level=None, uri=uri
-            )
-        except sqlite3.OperationalError as exc:
-            message = f"cannot open the session store {self.path}: {exc}"
-            raise OSError(errno.EIO, message, str(self.path)) from exc
-
-    def _open(self) -> sqlite3.Connection:
-        folder = self.path.parent
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise type(exc)(
-                exc.errno,
-                f"cannot create the folder for the session store {self.path}: {exc.strerror}; pick a writable run dir",
-                str(folder),
-            ) from exc
-        try:
-            return self._prepare(self._connect(str(self.path), uri=False))
-        except sqlite3.DatabaseError as exc:
-            if not _is_corrupt(exc):
-                raise
-            self.recovered_from = set_aside(self.path, "corrupt")
-            if self.recovered_from is None:
-                raise OSError(
-                    errno.EIO,
-                    f"the session store {self.path} is unreadable ({exc}) and could not be moved aside; "
-                    "move or delete it, then run again",
-                    str(self.path),
-                ) from exc
-            for suffix in ("-wal", "-shm"):
-                side = self.path.with_name(self.path.name + suffix)
-                if side.exists():
-                    set_aside(side, "corrupt")
-            log.warning(
-                "%s was not a readable SQLite database (%s); moved it to %s and started a fresh store",
-                self.path,
-                exc,
-                self.recovered_from,
-            )
-            return self._prepare(self._connect(str(self.path), uri=False))
-
-    def _prepare(self, db: sqlite3.Connection) -> sqlite3.Connection:
-        try:
-            db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-            db.execute("PRAGMA journal_mode = WAL").fetchone()
-            db.execute("PRAGMA synchronous = FULL")
-            db.executescript(_SCHEMA)
-        except BaseException:
-            db.close()
-            raise
-        return db
-
-    def _open_readonly(self) -> sqlite3.Connection:
-        if not self.path.is_file():
-            raise FileNotFoundError(
-                errno.ENOENT,
-                f"no session store at {self.path}; readonly=True never creates one (run a step first, "
-                "or check the run dir)",
-                str(self.path),
-            )
-        db = self._connect(self.path.resolve().as_uri() + "?mode=ro", uri=True)
-        try:
-            db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-            tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        except sqlite3.DatabaseError as exc:
-            db.close()
-            raise ValueError(f"{self.path} is not a readable session store: {exc}") from exc
-        if not tables >= _TABLES:
-            db.close()
-            raise ValueError(f"{self.path} is not a session store (it lacks {sorted(_TABLES - tables)})")
-        return db
+        if readonly:
+            self._db: sqlite3.Connection | None = open_readonly(self.path)
+        else:
+            self._db, self.recovered_from = open_writable(self.path)
 
     # -- plumbing --------------------------------------------------------------------------------
 
@@ -342,7 +181,7 @@ class SqliteSessionStore:
                 seen.add(uid)
             batch.append((uid, entry))
         # Serialise before taking the write lock: a bad entry fails here, holding nothing.
-        payloads = [_ENCODER.encode(entry) for _, entry in batch]
+        payloads = [ENCODER.encode(entry) for _, entry in batch]
         sk = store_key(key)
         # Import before the lock too: the first import takes a second or more, and every other process
         # would wait that long for its own appends (seen: over 10 s with six importing at once).
@@ -400,15 +239,15 @@ class SqliteSessionStore:
         row = db.execute(
             "SELECT mtime, data FROM summaries WHERE project_key = ? AND session_id = ?", (pk, sid)
         ).fetchone()
-        prev = _summary_from_row(sid, row[0], row[1]) if row else None
+        prev = summary_from_row(sid, row[0], row[1]) if row else None
         if prev is None and first_new_seq > 0:
             # No usable sidecar for a transcript that already has rows (a db from an older writer, or
             # an unreadable row): rebuild it from the stored entries so the summary stays whole.
             earlier = db.execute(
-                f"SELECT {_PAYLOAD} FROM entries WHERE store_key = ? AND seq < ? ORDER BY seq",
+                f"SELECT {PAYLOAD_SQL} FROM entries WHERE store_key = ? AND seq < ? ORDER BY seq",
                 (store_key(key), first_new_seq),
             )
-            prev = fold_session_summary(None, key, _decode(earlier))
+            prev = fold_session_summary(None, key, decode(earlier))
         try:
             folded = fold_session_summary(prev, key, new)
         except Exception:
@@ -421,7 +260,7 @@ class SqliteSessionStore:
             "INSERT INTO summaries(project_key, session_id, mtime, data) VALUES (?, ?, ?, ?)"
             " ON CONFLICT(project_key, session_id)"
             " DO UPDATE SET mtime = excluded.mtime, data = excluded.data",
-            (pk, sid, now, _ENCODER.encode(folded)),
+            (pk, sid, now, ENCODER.encode(folded)),
         )
 
     async def load(self, key: SessionKey) -> list[SessionStoreEntry] | None:
@@ -449,7 +288,7 @@ class SqliteSessionStore:
             rows = db.execute(
                 "SELECT session_id, mtime, data FROM summaries WHERE project_key = ?", (project_key,)
             ).fetchall()
-        summaries = (_summary_from_row(sid, mtime, data) for sid, mtime, data in rows)
+        summaries = (summary_from_row(sid, mtime, data) for sid, mtime, data in rows)
         return [s for s in summaries if s is not None]
 
     async def delete(self, key: SessionKey) -> None:
@@ -491,8 +330,8 @@ class SqliteSessionStore:
             # Decoding each row as SQLite hands it over, under the lock, keeps the payload hot in cache
             # and frees it at once: markedly faster for 100K entries than fetching them all first.
             # Appends from this instance wait meanwhile; other processes and readers do not.
-            rows = db.execute(f"SELECT {_PAYLOAD} FROM entries WHERE store_key = ? ORDER BY seq", (store_key(key),))
-            entries = _decode(rows)
+            rows = db.execute(f"SELECT {PAYLOAD_SQL} FROM entries WHERE store_key = ? ORDER BY seq", (store_key(key),))
+            entries = decode(rows)
         return cast("list[SessionStoreEntry]", entries) if entries else None
 
     def load_range(self, key: SessionKey, offset: int, limit: int) -> list[SessionStoreEntry]:
@@ -513,10 +352,10 @@ class SqliteSessionStore:
             if first is None or limit == 0:
                 return []
             rows = db.execute(
-                f"SELECT {_PAYLOAD} FROM entries WHERE store_key = ? AND seq >= ? ORDER BY seq LIMIT ?",
+                f"SELECT {PAYLOAD_SQL} FROM entries WHERE store_key = ? AND seq >= ? ORDER BY seq LIMIT ?",
                 (sk, first[0], limit),
             )
-            return cast("list[SessionStoreEntry]", _decode(rows))
+            return cast("list[SessionStoreEntry]", decode(rows))
 
     def entry_count(self, key: SessionKey) -> int:
         """How many entries ``key`` holds (0 when unknown)."""
@@ -585,15 +424,3 @@ class SqliteSessionStore:
     def __repr__(self) -> str:
         mode = ", readonly=True" if self.is_readonly else ""
         return f"SqliteSessionStore({str(self.path)!r}{mode})"
-
-
-def _summary_from_row(session_id: str, mtime: int, data: str) -> SessionSummaryEntry | None:
-    try:
-        decoded = json.loads(data)
-    except ValueError:
-        return None
-    if not isinstance(decoded, dict):
-        return None
-    # A sidecar may hold the whole summary entry (as written here) or only its ``data`` dict.
-    inner = decoded["data"] if isinstance(decoded.get("data"), dict) else decoded
-    return {"session_id": session_id, "mtime": mtime, "data": inner}

@@ -1,0 +1,93 @@
+"""How a transcript entry is stored as a row of sessions.db and read back, exactly.
+
+Guarantees:
+    - ``ENCODER`` writes ASCII JSON with ``\\u`` escapes (as the original flower did), so a lone
+      surrogate — the CLI's JavaScript strings can carry one — is storable.
+    - ``decode`` returns what was stored, deep-equal: integers past 64 bits, NaN and surrogates included,
+      whether or not the optional ``orjson`` is there to speed it up.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from claude_agent_sdk.types import SessionSummaryEntry
+
+log = logging.getLogger("flower_magic.stores.sqlite")
+
+# ASCII with \u escapes, as the original wrote: a lone surrogate (the CLI's JavaScript strings can
+# carry one) would make raw UTF-8 text unstorable. Compact separators keep rows small.
+ENCODER = json.JSONEncoder(separators=(",", ":"))
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    # Decoding 100K entries allocates millions of containers; the cyclic collector would walk the
+    # growing heap again and again and roughly double the time of a big load. Nothing decoded here
+    # forms a cycle, so collecting afterwards loses nothing.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _orjson_loads() -> Callable[[bytes | str], Any] | None:
+    try:
+        import orjson
+    except ImportError:
+        return None
+    return orjson.loads
+
+
+# Optional: orjson parses a big session 2-3 times faster than the json module, most of it by reading
+# the UTF-8 bytes SQLite holds without making a str of each row first (bench/bench_store.py).
+_FAST_LOADS = _orjson_loads()
+# What the reads select: UTF-8 bytes for orjson, text for the json module.
+PAYLOAD_SQL = "CAST(payload AS BLOB)" if _FAST_LOADS else "payload"
+# orjson turns an integer literal too big for 64 bits into a float; any such literal has 19 or more
+# digits in a row, so rows with such a run go to the json module, which keeps integers exact.
+_DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_LONG_DIGIT_RUN = b"0" * 19
+
+
+def decode(payloads: Iterable[tuple[str | bytes]]) -> list[Any]:
+    out: list[Any] = []
+    append, fast = out.append, _FAST_LOADS
+    with _gc_paused():
+        for (payload,) in payloads:
+            if (
+                fast is not None
+                and isinstance(payload, bytes)
+                and _LONG_DIGIT_RUN not in payload.translate(_DIGITS_TO_ZERO)
+            ):
+                try:
+                    append(fast(payload))
+                    continue
+                except ValueError:
+                    pass  # NaN, Infinity, lone surrogates: the json module reads them
+            try:
+                append(json.loads(payload))
+            except (ValueError, TypeError):
+                log.warning("sessions.db: skipped an entry that is not valid JSON: %.80r", payload)
+    return out
+
+
+def summary_from_row(session_id: str, mtime: int, data: str) -> SessionSummaryEntry | None:
+    try:
+        decoded = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(decoded, dict):
+        return None
+    # A sidecar may hold the whole summary entry (as written here) or only its ``data`` dict.
+    inner = decoded["data"] if isinstance(decoded.get("data"), dict) else decoded
+    return {"session_id": session_id, "mtime": mtime, "data": inner}

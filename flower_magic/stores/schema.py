@@ -1,0 +1,130 @@
+"""Opening sessions.db: the original flower schema, WAL, a busy timeout, recovery from a corrupt file.
+
+Guarantees:
+    - The schema is the original flower's (tables ``entries``, ``meta``, ``summaries`` and the partial
+      unique index ``entries_uid``), created if missing; a file written by either opens in the other.
+    - A writable open of a file that is not a database moves it (and its ``-wal``/``-shm``) aside under
+      a timestamped name and starts a fresh store; a read-only open never creates or changes anything.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import sqlite3
+from pathlib import Path
+
+from flower_magic.core.durable import set_aside
+
+log = logging.getLogger("flower_magic.stores.sqlite")
+
+# Another process's append holds the write lock for milliseconds (a 100K-entry batch for about a
+# second); 10 s rides out both before an append fails and the SDK has to retry it.
+BUSY_TIMEOUT_S = 10.0
+
+_SQLITE_CORRUPT = 11
+_SQLITE_NOTADB = 26
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS entries(
+    store_key TEXT NOT NULL, seq INTEGER NOT NULL, uid TEXT, payload TEXT NOT NULL,
+    PRIMARY KEY(store_key, seq));
+CREATE UNIQUE INDEX IF NOT EXISTS entries_uid ON entries(store_key, uid) WHERE uid IS NOT NULL;
+CREATE TABLE IF NOT EXISTS meta(
+    store_key TEXT PRIMARY KEY, mtime INTEGER NOT NULL, next_seq INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS summaries(
+    project_key TEXT NOT NULL, session_id TEXT NOT NULL, mtime INTEGER NOT NULL, data TEXT NOT NULL,
+    PRIMARY KEY(project_key, session_id));
+"""
+TABLES = frozenset({"entries", "meta", "summaries"})
+
+
+def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+    text = str(exc)
+    return "file is not a database" in text or "malformed" in text
+
+
+def _connect(path: Path, target: str, *, uri: bool) -> sqlite3.Connection:
+    try:
+        # isolation_level=None: we issue BEGIN IMMEDIATE ourselves; sqlite3's implicit deferred
+        # transactions could fail to upgrade to a write lock without waiting.
+        return sqlite3.connect(target, timeout=BUSY_TIMEOUT_S, check_same_thread=False, isolation_level=None, uri=uri)
+    except sqlite3.OperationalError as exc:
+        message = f"cannot open the session store {path}: {exc}"
+        raise OSError(errno.EIO, message, str(path)) from exc
+
+
+def open_writable(path: Path) -> tuple[sqlite3.Connection, Path | None]:
+    """Open (creating, migrating, or recovering from a corrupt file) a store for writing.
+
+    Returns the connection and where a corrupt file was moved (or None).
+    """
+    folder = path.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise type(exc)(
+            exc.errno,
+            f"cannot create the folder for the session store {path}: {exc.strerror}; pick a writable run dir",
+            str(folder),
+        ) from exc
+    try:
+        return _prepare(_connect(path, str(path), uri=False)), None
+    except sqlite3.DatabaseError as exc:
+        if not _is_corrupt(exc):
+            raise
+        recovered_from = set_aside(path, "corrupt")
+        if recovered_from is None:
+            raise OSError(
+                errno.EIO,
+                f"the session store {path} is unreadable ({exc}) and could not be moved aside; "
+                "move or delete it, then run again",
+                str(path),
+            ) from exc
+        for suffix in ("-wal", "-shm"):
+            side = path.with_name(path.name + suffix)
+            if side.exists():
+                set_aside(side, "corrupt")
+        log.warning(
+            "%s was not a readable SQLite database (%s); moved it to %s and started a fresh store",
+            path,
+            exc,
+            recovered_from,
+        )
+        return _prepare(_connect(path, str(path), uri=False)), recovered_from
+
+
+def _prepare(db: sqlite3.Connection) -> sqlite3.Connection:
+    try:
+        db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        db.execute("PRAGMA journal_mode = WAL").fetchone()
+        db.execute("PRAGMA synchronous = FULL")
+        db.executescript(SCHEMA)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def open_readonly(path: Path) -> sqlite3.Connection:
+    """Open an existing store read-only; never creates or changes anything."""
+    if not path.is_file():
+        raise FileNotFoundError(
+            errno.ENOENT,
+            f"no session store at {path}; readonly=True never creates one (run a step first, or check the run dir)",
+            str(path),
+        )
+    db = _connect(path, path.resolve().as_uri() + "?mode=ro", uri=True)
+    try:
+        db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        raise ValueError(f"{path} is not a readable session store: {exc}") from exc
+    if not tables >= TABLES:
+        db.close()
+        raise ValueError(f"{path} is not a session store (it lacks {sorted(TABLES - tables)})")
+    return db
