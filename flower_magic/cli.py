@@ -25,7 +25,7 @@ from flower_magic.core.errors import FlowerError
 from flower_magic.terminal import TerminalView
 from flower_magic.workflow.go import DEFAULT_ROUNDS, GoError, GoOptions, build, make_runtime
 from flower_magic.workflow.phrases import problem_line, say, total_line, wake_banner
-from flower_magic.workflow.starter import NEW_CMD, NoTaskError
+from flower_magic.workflow.starter import NEW_CMD, NoTaskError, unfinished_clarification
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -104,7 +104,13 @@ class _Console:
         self.armed = False
         self._thread = threading.Thread(target=self._read, name="flower-stdin", daemon=True)
 
-    def start(self) -> None:
+    def attach(self, rt: Any, channel: Any) -> None:
+        """Start reading stdin for this run's runtime and channel.
+
+        Only once both exist: a stdin that is already closed (``/dev/null``) must reach the channel
+        and time its questions out at once, not end unheard before the run starts.
+        """
+        self.rt, self.channel = rt, channel
         if not sys.stdin.isatty():
             self.view.say("dim", say("no_tty", self.lang))
         self._thread.start()
@@ -146,7 +152,7 @@ async def _drive(opts: GoOptions, view: TerminalView, console: _Console) -> int:
     if starter.archived is not None:
         view.say("dim", say("archived", opts.lang, path=starter.archived))
     rt = make_runtime(opts)
-    console.rt, console.channel = rt, starter.channel
+    console.attach(rt, starter.channel)
 
     def on_term(signum: int, frame: Any) -> None:
         rt.rescue()
@@ -184,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
 
     facts = wake_facts(opts.workspace, run_dir=opts.run_dir)
     if not opts.task:
-        _ask_first(opts, bool(facts["waking"]))
+        resumable = bool(facts["waking"]) or unfinished_clarification(opts.workspace, opts.run_dir)
+        _ask_first(opts, resumable)
     view = TerminalView(opts.lang, verbose=opts.verbose)
     if facts["waking"] and not opts.new:
         view.line(wake_banner(facts, opts.lang))
@@ -192,7 +199,6 @@ def main(argv: list[str] | None = None) -> int:
         if problem:
             view.line(problem)
     console = _Console(view, opts.lang)
-    console.start()
     old_int = signal.signal(signal.SIGINT, console.on_sigint) if sys.stdin.isatty() else None
     try:
         return asyncio.run(_drive(opts, view, console))

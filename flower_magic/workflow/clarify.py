@@ -7,15 +7,19 @@ Guarantees:
       ``CLARIFY_RESUME``: what was asked and answered is in that session and is not asked again.
     - The brief is written only when all four sections are there; until then the step has not
       passed, and ``ctx["_brief_missing"]`` names what is missing.
+    - What a person added to 需求.md (a wake phrase, words sent mid-run) goes downstream with the
+      brief in ``ctx["确认需求"]``, and freezing the brief keeps it.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
+from flower_magic.core.durable import write_atomic
 from flower_magic.workflow.base import Ctx, Step
-from flower_magic.workflow.brief import Brief
+from flower_magic.workflow.brief import RUNTIME_LABEL, WAKE_LABEL, Brief
 from flower_magic.workflow.roles import clarifier
 
 STEP_NAME = "确认需求"
@@ -32,9 +36,25 @@ CLARIFY_RESUME = (
 )
 
 
-def _hydrate(ctx: Ctx, brief: Brief, name: str) -> None:
+# Where the person's later words start in 需求.md: the parser leaves these sections out of the four.
+_ADDED_RE = re.compile(rf"^## (?:{WAKE_LABEL}|{RUNTIME_LABEL})(?:\(|$)", re.MULTILINE)
+
+
+def _additions(path: Path) -> str:
+    """The sections appended to the brief (wake phrases, mid-run words), verbatim; "" if none."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
+    found = _ADDED_RE.search(text)
+    return text[found.start() :].strip() if found else ""
+
+
+def _hydrate(ctx: Ctx, brief: Brief, name: str, added: str = "") -> None:
     ctx[BRIEF_KEY] = brief
-    ctx[name] = brief.prompt_block()
+    # The appended words go downstream too: the goal step re-derives from this text after a wake
+    # phrase, and would otherwise never see the phrase.
+    ctx[name] = brief.prompt_block() + (f"\n\n{added}" if added else "")
     ctx.pop(MISSING_KEY, None)
 
 
@@ -64,7 +84,7 @@ def clarify_step(
             return True
         brief = Brief.load(brief_path)
         if brief is not None and brief.complete():
-            _hydrate(ctx, brief, name)
+            _hydrate(ctx, brief, name, _additions(brief_path))
             return False
         return True
 
@@ -73,8 +93,11 @@ def clarify_step(
         if not brief.complete():
             ctx[MISSING_KEY] = brief.missing()
             return False
-        brief.write(brief_path)
-        _hydrate(ctx, brief, name)
+        # Words the person sent while the clarification ran were appended to the file; freezing
+        # the brief must not erase them.
+        added = _additions(brief_path)
+        write_atomic(brief_path, (brief.to_markdown() + (f"\n{added}\n" if added else "")).encode("utf-8"))
+        _hydrate(ctx, brief, name, added)
         return True
 
     def reduce(result: Any, ctx: Ctx) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 
 from flower_magic.core.human import HumanChannel
 from flower_magic.core.lineage import Lineage
+from flower_magic.core.project import project_key
 from flower_magic.core.wake import BRIEF_NAME, GOAL_NAME, WORK_STEP, notes_dir
 from flower_magic.workflow.base import Ctx, Step, Workflow
 from flower_magic.workflow.brief import WAKE_LABEL, Brief
@@ -72,6 +73,32 @@ def _wake_prompt(said: str, ctx: Ctx, *, regoal: bool) -> str:
     return "\n\n---\n\n".join(parts)
 
 
+def unfinished_clarification(workspace: str | Path, run_dir: str | Path) -> bool:
+    """A clarification was cut short here: no complete brief, but lineage names the clarifier's
+    session and sessions.db holds it, so ``flower`` with nothing said can continue it. Read-only."""
+    ws = Path(workspace).expanduser().resolve()
+    brief = Brief.load(notes_dir(ws) / BRIEF_NAME)
+    if brief is not None and brief.complete():
+        return False
+    run = Path(run_dir).expanduser().resolve()
+    sid = Lineage.open(run, ws).steps.get(CLARIFY_STEP)
+    db = run / "sessions.db"
+    if not sid or not db.is_file():
+        return False
+    from flower_magic.stores.sqlite import SqliteSessionStore
+
+    try:
+        store = SqliteSessionStore(db, readonly=True)
+    except (OSError, ValueError):
+        return False
+    try:
+        return store.has_session(project_key(ws), sid)
+    except Exception:
+        return False
+    finally:
+        store.close()
+
+
 def starter_flow(
     ask: str,
     *,
@@ -98,7 +125,8 @@ def starter_flow(
         max_asks, timeout_s: the human channel's question quota and answer timeout.
 
     Raises:
-        NoTaskError: the directory holds no confirmed brief and ``ask`` is empty.
+        NoTaskError: ``ask`` is empty and there is nothing to continue (no confirmed brief, no
+            clarification cut short).
     """
     ask = (ask or "").strip()
     ws = Path(workspace).expanduser().resolve()
@@ -110,7 +138,7 @@ def starter_flow(
         archived = lineage.archive(notes / "archive", extra=[brief_path, goal_path])
     brief = Brief.load(brief_path)
     waking = brief is not None and brief.complete()
-    if not waking and not ask:
+    if not waking and not ask and not unfinished_clarification(ws, run_dir):
         raise NoTaskError("要给一句诉求,例如 flower '帮我做一个 X'")
     notes.mkdir(parents=True, exist_ok=True)
     channel = HumanChannel(
