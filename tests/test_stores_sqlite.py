@@ -519,9 +519,14 @@ OLD = [
 ]
 
 
-@pytest.mark.anyio
+# Sync tests driving asyncio.run: pytest-jupyter's collection hook (loaded for the server tests)
+# drops the parameters of parametrized async tests.
 @pytest.mark.parametrize("with_summary", [True, False], ids=["with-summary", "no-summary"])
-async def test_opens_a_db_written_by_the_original(tmp_path: Path, with_summary: bool) -> None:
+def test_opens_a_db_written_by_the_original(tmp_path: Path, with_summary: bool) -> None:
+    asyncio.run(_opens_a_db_written_by_the_original(tmp_path, with_summary))
+
+
+async def _opens_a_db_written_by_the_original(tmp_path: Path, with_summary: bool) -> None:
     path = tmp_path / "sessions.db"
     write_like_the_original(path, OLD, with_summary=with_summary)
     with SqliteSessionStore(path) as store:

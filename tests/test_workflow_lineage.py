@@ -12,6 +12,7 @@ import pytest
 
 from flower_magic import AgentSpec, Runtime, Step, Workflow
 from flower_magic.core import manifest
+from flower_magic.core.project import local_transcript
 from flower_magic.testing import FakeAnthropic, text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -92,16 +93,33 @@ async def test_copied_directory_starts_fresh(
 async def test_session_missing_from_store_is_not_resumed(
     fake_api: FakeAnthropic, fake_api_env: dict[str, str], workspace: Path
 ) -> None:
-    """[3] sessions.db lost: the lineage id is not resumed (and the step still runs, without error)."""
+    """[3] sessions.db lost, and no local copy either: the lineage id is not resumed (and the step
+    still runs, without error, under the same id)."""
     fake_api.add(text("一"), text("二"))
     ctx = await _run(Workflow([Step("干活", SPEC, "做。")]), workspace)
     sid = ctx["_sessions"]["干活"]
     for f in (workspace / "runs").glob("sessions.db*"):
         f.unlink()
+    local_transcript(workspace, sid, fake_api_env).unlink()
     ctx2 = await _run(Workflow([Step("干活", SPEC, "做。")]), workspace)
     assert fake_api.requests[1].n_messages == 2
     assert ctx2.get("_failed_at") is None
-    # Kept under the same id: lineage still names the step's session.
+    assert ctx2["_sessions"]["干活"] == sid
+
+
+async def test_store_lost_but_the_cli_kept_a_copy(
+    fake_api: FakeAnthropic, fake_api_env: dict[str, str], workspace: Path
+) -> None:
+    """sessions.db lost, the CLI's own local transcript still there: the conversation is taken back
+    into the store and continues (nothing the model already heard is lost)."""
+    fake_api.add(text("一"), text("二"))
+    ctx = await _run(Workflow([Step("干活", SPEC, "做。", resume_prompt="接着做。")]), workspace)
+    sid = ctx["_sessions"]["干活"]
+    for f in (workspace / "runs").glob("sessions.db*"):
+        f.unlink()
+    ctx2 = await _run(Workflow([Step("干活", SPEC, "做。", resume_prompt="接着做。")]), workspace)
+    again = fake_api.requests[1]
+    assert again.n_messages > 2 and "一" in again.all_text and again.last_user_text.strip().endswith("接着做。")
     assert ctx2["_sessions"]["干活"] == sid
 
 

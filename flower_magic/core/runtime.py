@@ -33,7 +33,7 @@ from flower_magic.core.errors import CredentialsError, ensure_dir, has_credentia
 from flower_magic.core.events import Event, Sink, normalize, session_id_of
 from flower_magic.core.handoff import HandoffPolicy
 from flower_magic.core.launcher import cli_launcher
-from flower_magic.core.project import config_dir, local_transcript, project_key
+from flower_magic.core.project import config_dir, project_key
 from flower_magic.core.resilience import Resilience, classify, cli_retry_env, fatal_hint
 from flower_magic.core.result import (
     CANCELLED,
@@ -265,7 +265,7 @@ class Runtime:
                             payload={"step": result.step, "attempt": attempt, "interrupt": True},
                         ),
                     )
-                    plan = self._continue(result, interrupt_prompt(words))
+                    plan = await self._continue(result, interrupt_prompt(words))
                     attempt -= 1
                     continue
                 if self._should_hand_off(result, fresh):
@@ -278,7 +278,7 @@ class Runtime:
                 if not await self._retry_wait(result, attempt, on_event):
                     break
                 plan = (
-                    self._continue(result, self.resilience.resume_prompt)
+                    await self._continue(result, self.resilience.resume_prompt)
                     if result.session_id
                     else replace(plan, resume=None, fork=False, resume_at=None)
                 )
@@ -300,13 +300,21 @@ class Runtime:
             self._persist()
         return result
 
-    def _continue(self, result: StepResult, prompt: str) -> Plan:
+    async def recover(self, session_id: str) -> bool:
+        """Whether ``session_id`` can be resumed: the store holds it, after taking in what the CLI's own
+        local copies hold and the store missed (a process killed before the mirror caught up)."""
+        from flower_magic.stores.local import backfill
+
+        await backfill(self.store, self.workspace, session_id, self.env)
+        return self.has_session(session_id)
+
+    async def _continue(self, result: StepResult, prompt: str) -> Plan:
         """The next attempt on the same session: resume it, or restart it under its id if no
-        transcript reached the store (a kill or outage before the first mirror flush)."""
+        transcript exists anywhere (a kill or outage before the CLI wrote a line)."""
         sid = result.session_id
         assert sid is not None
         result.resumed = True
-        if self.has_session(sid):
+        if await self.recover(sid):
             return Plan(prompt, resume=sid)
         return Plan(prompt, session_id=sid)
 
@@ -371,20 +379,16 @@ class Runtime:
             cli_path=cli_launcher(),
         )
 
-    def _set_aside_local_copy(self, session_id: str) -> None:
-        # The CLI refuses --session-id for an id it has a local transcript of ("already in use").
-        # The store is the source of truth; the stale local copy is renamed, not deleted.
-        path = local_transcript(self.workspace, session_id, self.env)
-        if path.exists():
-            with contextlib.suppress(OSError):
-                path.rename(path.with_name(f"{path.name}.stale-{time.strftime('%Y%m%d-%H%M%S')}"))
-
     async def _attempt(self, spec: AgentSpec, plan: Plan, result: StepResult, on_event: Sink | None) -> None:
         """One CLI session turn. Never raises for SDK failures (they become ``result.error``)."""
         from claude_agent_sdk import ClaudeSDKClient
 
+        from flower_magic.stores.local import backfill, set_aside_local_copy
+
         if plan.session_id and not plan.resume:
-            self._set_aside_local_copy(plan.session_id)
+            set_aside_local_copy(self.workspace, plan.session_id, self.env)
+        elif plan.resume:
+            await backfill(self.store, self.workspace, plan.resume, self.env)
         result.ok, result.error = False, None
         texts: list[str] = []
         self._cli_interrupt_sent = False

@@ -123,9 +123,14 @@ class Workflow:
             lineage = Lineage.open(runtime.run_dir, runtime.workspace)
             ctx["_lineage"] = lineage
             ctx["_woke"] = lineage.bump()
+            recover = getattr(runtime, "recover", None)
             has = getattr(runtime, "has_session", None)
             for name, sid in lineage.steps.items():
-                if has is None or has(sid):
+                if recover is not None:
+                    known = await recover(sid)
+                else:
+                    known = has is None or has(sid)
+                if known:
                     sessions.setdefault(name, sid)
                 else:
                     unstored[name] = sid
