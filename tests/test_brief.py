@@ -310,3 +310,12 @@ bodies = (
 def test_round_trip(goal: str, accept: str, bounds: str, unknowns: str) -> None:
     brief = Brief(goal=goal, accept=accept, bounds=bounds, unknowns=unknowns)
     assert Brief.parse(brief.to_markdown()) == brief
+
+
+def test_a_fifo_under_the_brief_name_does_not_hang(tmp_path: Path) -> None:
+    """Regression: Path.read_text on a FIFO blocks forever; a run must not."""
+    import os
+
+    fifo = tmp_path / "需求.md"
+    os.mkfifo(fifo)
+    assert Brief.load(fifo) is None

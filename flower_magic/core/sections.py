@@ -12,6 +12,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from functools import lru_cache
+from pathlib import Path
+
+from flower_magic.core.durable import read_capped
 
 # Bodies that mean "nothing here": written by our own to_markdown() or asked for by our prompts.
 PLACEHOLDERS = frozenset(
@@ -133,3 +136,15 @@ def read_sections(text: str, aliases: Mapping[str, str]) -> dict[str, str]:
             buf.append(line)
     flush()
     return out
+
+
+MAX_NOTE_BYTES = 4 * 1024 * 1024  # a notes document is prose; anything bigger is not one of ours
+
+
+def read_note(path: Path) -> str | None:
+    """The text of a notes document (需求.md, 目标.md); None when it is missing, unreadable, not a
+    regular file (a FIFO must not hang a run), too large, or not UTF-8."""
+    try:
+        return read_capped(Path(path), MAX_NOTE_BYTES).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None

@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 
 from flower_magic.core.durable import write_atomic
-from flower_magic.core.sections import read_sections
+from flower_magic.core.sections import read_note, read_sections
 
 # field -> canonical heading, in document order
 SECTIONS: dict[str, str] = {
@@ -76,12 +76,9 @@ class Brief:
 
     @classmethod
     def load(cls, path: Path) -> Brief | None:
-        """Read ``path``; None when it is missing, unreadable or not UTF-8."""
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            return None
-        return cls.parse(text)
+        """Read ``path``; None when it is missing, unreadable, not a regular file or not UTF-8."""
+        text = read_note(path)
+        return None if text is None else cls.parse(text)
 
     def complete(self) -> bool:
         """Whether all four sections have a body."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from flower_magic.core.durable import write_atomic
-from flower_magic.core.sections import read_sections
+from flower_magic.core.sections import read_note, read_sections
 
 ALIASES: dict[str, str] = {
     "目标": "statement",
@@ -66,12 +66,9 @@ class Goal:
 
     @classmethod
     def load(cls, path: Path) -> Goal | None:
-        """Read ``path``; None when it is missing, unreadable or not UTF-8."""
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            return None
-        return cls.parse(text)
+        """Read ``path``; None when it is missing, unreadable, not a regular file or not UTF-8."""
+        text = read_note(path)
+        return None if text is None else cls.parse(text)
 
     def complete(self) -> bool:
         """Whether there is a statement and at least one check."""
