@@ -17,6 +17,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import atexit
 import contextlib
@@ -37,6 +38,8 @@ from flower_magic.workflow.go import DEFAULT_ROUNDS, GoError, GoOptions
 JOIN_POLL_S = 0.1  # how often the cell's thread looks for questions while the run goes
 WIND_DOWN_S = 30.0  # after an Interrupt: how long to wait for the agent to stop cleanly
 _LIVE_RUNTIMES: weakref.WeakSet[Any] = weakref.WeakSet()
+# What the JupyterLab extension renders and acts on (src/magicOutput.ts, PANEL_MIME).
+PANEL_MIME = "application/vnd.flower-magic.panel+json"
 
 
 def notebook_dir(shell: Any) -> Path:
@@ -48,6 +51,10 @@ def notebook_dir(shell: Any) -> Path:
             if folder.is_dir():
                 return folder.resolve()
     return Path(getattr(shell, "starting_dir", None) or os.getcwd()).resolve()
+
+
+def _flag_of(parser: argparse.ArgumentParser, dest: str) -> str:
+    return next((a.option_strings[-1] for a in parser._actions if a.dest == dest and a.option_strings), dest)
 
 
 def _rescue_all() -> None:
@@ -81,6 +88,7 @@ class FlowerMagics(Magics):
     @argument("--lang", default=None, help="zh or en")
     @argument("-v", "--verbose", action="store_true", help="also show subagents, thinking and tool output")
     @argument("--status", action="store_true", help="show what this directory remembers; run nothing")
+    @argument("--panel", action="store_true", help="open the Flower panel on this notebook's run; run nothing")
     @line_cell_magic
     def flower(self, line: str, cell: str | None = None) -> None:
         """Run the flower workflow in this notebook's directory, or continue it.
@@ -89,7 +97,12 @@ class FlowerMagics(Magics):
         ``%flower`` continues; ``%flower --new "task"`` archives and starts fresh (``/new`` as the task
         does the same); ``%%flower [flags]`` takes the cell body as the task, multi-line.
         ``%flower --status`` shows the wake banner, the goal list and the latest manifest rows.
+        ``%flower --panel`` opens the Flower panel in JupyterLab on this notebook's run (alone, no task).
         """
+        panel = self._panel_args(line)
+        if panel is not None:
+            self._panel(panel, cell)
+            return
         opts, status = self._options(line, cell)
         if status:
             self._status(opts)
@@ -135,6 +148,48 @@ class FlowerMagics(Magics):
         except GoError as exc:
             raise UsageError(f"%flower: {exc}") from None
         return opts, bool(args.status)
+
+    # -- --panel ------------------------------------------------------------------------------------
+
+    def _panel_args(self, line: str) -> argparse.Namespace | None:
+        """The parsed arguments when the line asks for ``--panel``, else None (``_options`` then parses)."""
+        try:
+            argv = arg_split(line, posix=True, strict=True)
+        except ValueError:  # unbalanced quotes: _options says so
+            return None
+        args = self.flower.parser.parse_args(argv)
+        return args if args.panel else None
+
+    def _panel(self, args: argparse.Namespace, cell: str | None) -> None:
+        """Ask the JupyterLab extension to open the Flower panel on this notebook's directory.
+
+        The kernel knows only the absolute directory; the extension turns it into a path under the
+        server root (or falls back to the folder of the notebook that ran the cell). The nonce lets the
+        extension act once per output; a saved output never reopens the panel.
+        """
+        parser = self.flower.parser
+        defaults = vars(parser.parse_args([]))
+        given = [k for k, v in vars(args).items() if k != "panel" and v != defaults[k]]
+        extra = [" ".join(args.task) if k == "task" else _flag_of(parser, k) for k in given]
+        if cell is not None and cell.strip():
+            extra.append("a cell body")
+        if extra:
+            raise UsageError(
+                f"%flower --panel takes nothing else (got {', '.join(extra)}): run `%flower --panel` alone "
+                "and the rest in another cell"
+            )
+        import uuid
+
+        from IPython.display import display
+
+        ws = str(notebook_dir(self.shell))
+        display(
+            {
+                PANEL_MIME: {"path": ws, "nonce": uuid.uuid4().hex},
+                "text/plain": f"Open the Flower panel from the command palette: 'Flower: Open run panel' (folder {ws})",
+            },
+            raw=True,
+        )
 
     # -- --status -----------------------------------------------------------------------------------
 

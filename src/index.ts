@@ -7,9 +7,11 @@ import {
 import { ICommandPalette } from '@jupyterlab/apputils';
 import { PathExt } from '@jupyterlab/coreutils';
 import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
+import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { LabIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
+import { PanelRequests, panelOutputFactory, relativeToRoot } from './magicOutput';
 import { FlowerPanel } from './panel';
 
 export const COMMAND_OPEN = 'flower-magic:open';
@@ -35,13 +37,14 @@ const plugin: JupyterFrontEndPlugin<void> = {
   id: 'flower-magic:plugin',
   description: 'The Flower run panel: manifest, totals and transcripts of a run directory.',
   autoStart: true,
-  optional: [ILabShell, ICommandPalette, IDefaultFileBrowser, ILayoutRestorer],
+  optional: [ILabShell, ICommandPalette, IDefaultFileBrowser, ILayoutRestorer, IRenderMimeRegistry],
   activate: (
     app: JupyterFrontEnd,
     labShell: ILabShell | null,
     palette: ICommandPalette | null,
     browser: IDefaultFileBrowser | null,
-    restorer: ILayoutRestorer | null
+    restorer: ILayoutRestorer | null,
+    rendermime: IRenderMimeRegistry | null
   ) => {
     const panel = new FlowerPanel(app.serviceManager.serverSettings);
     panel.title.icon = flowerIcon;
@@ -77,9 +80,27 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
     palette?.addItem({ command: COMMAND_OPEN, category: 'Flower' });
 
+    // `%flower --panel`: the output renders a line; its live message opens the panel, once.
+    // Notebooks clone the registry when they open, after this runs, so they all get the renderer.
+    rendermime?.addFactory(panelOutputFactory);
+    const requests = new PanelRequests((dir, widget) => {
+      const path = relativeToRoot(dir) ?? folderOf(widget);
+      void app.commands.execute(COMMAND_OPEN, path === null ? {} : { path });
+    });
+    // A cell runs in a widget that is, or was, the current one; restored widgets are swept once.
+    const watchAll = () => {
+      for (const widget of app.shell.widgets('main')) {
+        requests.watch(widget);
+      }
+    };
+    app.shell.currentChanged?.connect((_, change) => requests.watch(change.newValue));
+
     app.shell.add(panel, 'right', { rank: 600 });
     restorer?.add(panel, panel.id);
-    void app.restored.then(follow);
+    void app.restored.then(() => {
+      follow();
+      watchAll();
+    });
   }
 };
 
