@@ -121,6 +121,17 @@ class Manifest:
     skipped: int
 
 
+def _loads(raw: bytes) -> Any:
+    # orjson first (several times faster on megabytes); whatever it refuses (a BOM, NaN, huge
+    # integers) is read by the json module, which also gives the errors a half-written file raises.
+    try:
+        import orjson
+
+        return orjson.loads(raw)
+    except (ImportError, ValueError):
+        return json.loads(raw)
+
+
 def read(path: Path) -> Manifest | None:
     """The manifest at ``path``, shaped; ``None`` when there is no file (a run that has not ended a step).
 
@@ -139,7 +150,7 @@ def read(path: Path) -> Manifest | None:
             f"{MAX_MANIFEST_BYTES}; read it with `flower` in a terminal instead",
         )
     try:
-        data = json.loads(path.read_bytes())
+        data = _loads(path.read_bytes())
     except FileNotFoundError:
         return None
     except (ValueError, OSError) as exc:

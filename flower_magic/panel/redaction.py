@@ -69,8 +69,18 @@ def dumps_redacted(body: Any, redactor: Redactor) -> str:
     holds a secret is walked and re-encoded, so numbers and structure are never touched by a blind
     text replace (which could turn a number that equals a secret into invalid JSON).
     """
-    # ASCII output: Python's encoder is markedly faster on it, and a 10K-row manifest is megabytes.
-    text = json.dumps(body, separators=(",", ":"))
+    text = _encode(body)
     if not redactor.hits(text):
         return text
-    return json.dumps(_walk(body, redactor), separators=(",", ":"))
+    return _encode(_walk(body, redactor))
+
+
+def _encode(body: Any) -> str:
+    # orjson (a dependency) encodes a 10K-row manifest several times faster; anything it refuses
+    # (integers past 64 bits, non-string keys) goes to the json module (ASCII: its faster path).
+    try:
+        import orjson
+
+        return orjson.dumps(body).decode("utf-8")
+    except (ImportError, TypeError):
+        return json.dumps(body, separators=(",", ":"))
