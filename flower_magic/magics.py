@@ -62,6 +62,13 @@ def _rescue_all() -> None:
         rt.rescue()
 
 
+def _on_exit_now(change: Any) -> None:
+    # ipykernel sets shell.exit_now on a shutdown or restart request (on its control thread), while
+    # the cell's thread may still be inside %flower; record the step in flight before it goes.
+    if change.get("new"):
+        _rescue_all()
+
+
 @magics_class
 class FlowerMagics(Magics):
     """Settings that persist across cells: ``%config FlowerMagics.lang = "en"`` and so on."""
@@ -232,18 +239,25 @@ class FlowerMagics(Magics):
         from flower_magic.workflow.goal import Goal
 
         goal = Goal.load(facts["goal"])
+        kernel = getattr(self.shell, "kernel", None)
         view = RunView(
             opts.lang,
             verbose=opts.verbose,
             rounds=max(1, opts.rounds) if opts.goal else 0,
             goal_checks=list(goal.checks) if goal and not opts.new else (),
             banner_facts=facts if waking else None,
+            # Headless (nbclient, papermill): no widgets, one display updated in place.
+            interactive=bool(getattr(kernel, "_allow_stdin", True)),
         )
         try:
             starter = build(opts, on_event=view.sink)
             rt = make_runtime(opts)
         except FlowerError as exc:
+            view.close()
             raise UsageError(str(exc)) from None
+        except BaseException:
+            view.close()
+            raise
         view.show()
         _LIVE_RUNTIMES.add(rt)
         runner = _Runner(starter, rt, view)
@@ -251,7 +265,8 @@ class FlowerMagics(Magics):
             runner.start()
             self._wait(runner, starter.channel, rt)
         finally:
-            _LIVE_RUNTIMES.discard(rt)
+            # The runtime stays registered until its thread ends (see _Runner.run): a shutdown that
+            # cuts the cell short must still find the step in flight and record it.
             view.close(runner.ctx, rt.total_cost(), str(rt.manifest_path))
 
     def _wait(self, runner: _Runner, channel: Any, rt: Any) -> None:
@@ -309,12 +324,15 @@ class _Runner(threading.Thread):
         finally:
             self.starter.channel.cancel_all()
             self.rt.close()
+            _LIVE_RUNTIMES.discard(self.rt)
 
 
 def load(ipython: Any) -> None:
     """Register the magics; if the notebook's directory holds a run, show what it remembers."""
     ipython.register_magics(FlowerMagics)
     atexit.register(_rescue_all)
+    with contextlib.suppress(Exception):
+        ipython.observe(_on_exit_now, names="exit_now")
     try:
         from flower_magic.core.wake import wake_facts
 
@@ -342,3 +360,5 @@ def unload(ipython: Any) -> None:
         magics[kind].pop("flower", None)
     ipython.magics_manager.registry.pop("FlowerMagics", None)
     atexit.unregister(_rescue_all)
+    with contextlib.suppress(Exception):
+        ipython.unobserve(_on_exit_now, names="exit_now")

@@ -230,3 +230,22 @@ def test_bad_input_is_one_usage_error_and_changes_nothing(
         assert not any("Traceback" in line for line in err.get("traceback", [])), code
     assert _tree(workspace) == before
     assert fake_api.requests == []
+
+
+def test_kernel_restart_mid_run_records_the_step(fake_api: FakeAnthropic, workspace: Path, kernel: Kernel) -> None:
+    """A restart (or shutdown) while the agent works: the step in flight lands in the manifest."""
+    fake_api.add(
+        as_role("clarifier", text(BRIEF)),
+        as_role("goal", text(GOAL)),
+        as_role("worker", tool_use("Bash", {"command": "python3 -c 'import time; time.sleep(120)'"})),
+    )
+    kernel.run("%load_ext flower_magic")
+    kernel.start('%flower "清洗 CSV"')
+    deadline = time.monotonic() + 60
+    while not _worker_requests(fake_api) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.5)
+    kernel.restart()
+    work = [r for r in _rows(workspace) if r["step"] == "干活"]
+    assert work and work[-1]["error"] in ("killed-by-signal", "interrupted-by-human"), _rows(workspace)
+    assert work[-1]["session_id"] == _lineage(workspace)["steps"]["干活"]  # type: ignore[index]
