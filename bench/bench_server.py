@@ -22,13 +22,14 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+from flower_magic.core import manifest
 from flower_magic.panel.transcript import project_key
 
 SID = "5a1e7c2b-9d3f-4e6a-8b0c-1d2e3f4a5b6c"
 SERVER_START_S = 60
 
 
-def write_manifest(path: Path, rows: int) -> None:
+def write_manifest(path: Path, rows: int, tag: str = "") -> None:
     data = [
         {
             "step": f"干活#round{i}" if i % 7 else f"干活·判定#{i}",
@@ -36,7 +37,7 @@ def write_manifest(path: Path, rows: int) -> None:
             "ok": i % 5 != 0,
             "cost_usd": 0.013 * (i % 17),
             "num_turns": i % 40,
-            "text": f"step {i} finished; wrote files and ran the tests. " * 3,
+            "text": f"step {i}{tag} finished; wrote files and ran the tests. " * 3,
             "error": None if i % 5 else "overloaded_error (529)",
             "started_at": 1_767_000_000.0 + i * 60,
             "ended_at": 1_767_000_000.0 + i * 60 + 42.5,
@@ -124,8 +125,10 @@ def main() -> None:
         write_session(runs / "sessions.db", f"{project_key(ws)}/{SID}", args.entries)
         manifest_mib = (runs / "manifest.json").stat().st_size / 2**20
         db_mib = (runs / "sessions.db").stat().st_size / 2**20
-        print(f"data: {args.rows} rows ({manifest_mib:.1f} MiB manifest), {args.entries} entries "
-              f"({db_mib:.0f} MiB sessions.db), written in {time.perf_counter() - t0:.1f} s")
+        print(
+            f"data: {args.rows} rows ({manifest_mib:.1f} MiB manifest), {args.entries} entries "
+            f"({db_mib:.0f} MiB sessions.db), written in {time.perf_counter() - t0:.1f} s"
+        )
 
         config = tmp_path / "config"
         config.mkdir()
@@ -136,10 +139,21 @@ def main() -> None:
         env = dict(os.environ, JUPYTER_CONFIG_DIR=str(config), JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"))
         log = (tmp_path / "server.log").open("wb")
         server = subprocess.Popen(
-            [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root", "--ip=127.0.0.1",
-             f"--port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
-             f"--ServerApp.root_dir={tmp_path / 'root'}"],
-            env=env, stdout=log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "jupyter_server",
+                "--no-browser",
+                "--allow-root",
+                "--ip=127.0.0.1",
+                f"--port={port}",
+                "--ServerApp.port_retries=0",
+                f"--IdentityProvider.token={token}",
+                f"--ServerApp.root_dir={tmp_path / 'root'}",
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         base = f"http://127.0.0.1:{port}"
         try:
@@ -154,17 +168,35 @@ def main() -> None:
                     time.sleep(0.3)
 
             run_url = f"{base}/flower/api/run?" + urllib.parse.urlencode({"path": "bench"})
-            manifest = runs / "manifest.json"
-            cold, warm, size = [], [], 0
+            manifest_path = runs / "manifest.json"
+            rewritten, appended, warm, size = [], [], [], 0
+            run_id, own_rows = manifest.new_run_id(), []
             for i in range(args.repeat):
-                # A new mtime makes the server parse the manifest again, as after a step ends.
-                stamp = time.time_ns() + i * 1000
-                os.utime(manifest, ns=(stamp, stamp))
+                # Every row new (another tool rewrote the file): the server parses all of it.
+                write_manifest(manifest_path, args.rows, tag=f"r{i}")
                 ms, status, size = timed_get(run_url, token)
                 assert status == 200, status
-                cold.append(ms)
+                rewritten.append(ms)
+            for i in range(args.repeat):
+                # A step ended: the run's writer adds its row, as during a run.
+                own_rows.append(
+                    {
+                        "step": f"干活#round{i + 2}",
+                        "session_id": SID,
+                        "ok": True,
+                        "cost_usd": 0.01,
+                        "num_turns": 3,
+                        "started_at": time.time() - 5,
+                        "ended_at": time.time(),
+                    }
+                )
+                manifest.persist(runs, run_id, own_rows)
+                ms, status, size = timed_get(run_url, token)
+                assert status == 200, status
+                appended.append(ms)
                 warm.append(timed_get(run_url, token)[0])
-            report(f"run, {args.rows} rows, manifest changed", cold, size, 100)
+            report(f"run, {args.rows} rows, every row new", rewritten, size, 100)
+            report(f"run, {args.rows} rows, a step's row added", appended, size, 100)
             report(f"run, {args.rows} rows, manifest unchanged", warm, size, 100)
 
             for where, offset in (("first", 0), ("middle", args.entries // 2), ("last", args.entries - 200)):

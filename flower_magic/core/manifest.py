@@ -339,19 +339,32 @@ _SEP = b",\n  "
 _ROW_SEP = _SEP + b"{"
 
 
-def _canonical(data: bytes, pos: int, known: _Scan | None) -> _Scan | None:
-    """The rows of ``data`` if it has the canonical layout, else None."""
+def canonical_pieces(data: bytes) -> list[bytes] | None:
+    """Each row's bytes after its opening ``{`` when ``data`` has the layout above, else None.
+
+    A piece is a whole JSON object (with its brace put back) only if the file really has that
+    layout; callers parse each piece and treat a failure as "not canonical". A UTF-8 BOM is skipped.
+    """
+    pos = 3 if data.startswith(b"\xef\xbb\xbf") else 0
     end = len(data.rstrip(b" \t\n\r"))
     if data[pos:end] == b"[]":
-        return _Scan(data, [], [])
+        return []
     if not data.startswith(b"[\n  {", pos) or not data.endswith(b"}\n]", 0, end):
+        return None
+    return data[pos + 5 : end - 2].split(_ROW_SEP)
+
+
+def _canonical(data: bytes, pos: int, known: _Scan | None) -> _Scan | None:
+    """The rows of ``data`` if it has the canonical layout, else None."""
+    pieces = canonical_pieces(data)
+    if pieces is None:
         return None
     seen = known.known_rows() if known is not None else {}
     spans: list[tuple[int, int]] = []
     runs: list[object] = []
     start = pos + 4
     # Each piece is a row without its opening brace (the separator ends with it).
-    for piece in data[pos + 5 : end - 2].split(_ROW_SEP):
+    for piece in pieces:
         run = seen.get(piece, _UNSEEN)
         if run is _UNSEEN:
             try:

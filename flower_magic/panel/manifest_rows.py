@@ -8,6 +8,9 @@ Guarantees:
   (``None``) instead of failing the whole table.
 - Agent text in a row (``text``, ``errors``) is capped at ``MAX_TEXT_CHARS`` per string, so one
   runaway row cannot make the response huge.
+- Reading a file again after it changed parses only the rows whose bytes changed, when the file has
+  the layout flower writes (``core.manifest.canonical_pieces``); other layouts are parsed whole. The
+  rows are the same either way.
 
 Not guaranteed:
 - Reading while a writer replaces the file gives the old or the new content, never a mix, only
@@ -19,6 +22,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -132,6 +137,46 @@ def _loads(raw: bytes) -> Any:
         return json.loads(raw)
 
 
+# Manifests whose rows are remembered by their bytes (a few open panels is the usual case).
+REMEMBERED_FILES = 4
+# path -> {row bytes after its "{": (row as stored, row as shown without its index)}
+_remembered: OrderedDict[Path, dict[bytes, tuple[dict[str, Any], dict[str, Any]]]] = OrderedDict()
+_remembered_lock = threading.Lock()
+
+
+def _rows_by_piece(path: Path, data: bytes) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
+    """(raw rows, shaped rows) of a canonical-layout file, reusing rows seen in this file before;
+    None when the file does not have that layout after all (the caller parses it whole)."""
+    pieces = manifest.canonical_pieces(data)
+    if pieces is None:
+        return None
+    with _remembered_lock:
+        known = _remembered.get(path, {})
+    seen: dict[bytes, tuple[dict[str, Any], dict[str, Any]]] = {}
+    raw_rows: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
+    for index, piece in enumerate(pieces):
+        hit = known.get(piece) or seen.get(piece)
+        if hit is None:
+            try:
+                value = _loads(b"{" + piece)
+            except (ValueError, RecursionError):
+                return None  # a separator inside a row: not the canonical layout
+            if not isinstance(value, dict):
+                return None
+            hit = (value, shape_row(index, value))
+        seen[piece] = hit
+        raw, shaped = hit
+        raw_rows.append(raw)
+        rows.append(shaped if shaped["index"] == index else {**shaped, "index": index})
+    with _remembered_lock:
+        _remembered[path] = seen
+        _remembered.move_to_end(path)
+        while len(_remembered) > REMEMBERED_FILES:
+            _remembered.popitem(last=False)
+    return raw_rows, rows
+
+
 def read(path: Path) -> Manifest | None:
     """The manifest at ``path``, shaped; ``None`` when there is no file (a run that has not ended a step).
 
@@ -150,18 +195,19 @@ def read(path: Path) -> Manifest | None:
             f"{MAX_MANIFEST_BYTES}; read it with `flower` in a terminal instead",
         )
     try:
-        data = _loads(path.read_bytes())
+        raw_bytes = path.read_bytes()
     except FileNotFoundError:
         return None
-    except (ValueError, OSError) as exc:
-        # A run replacing the file, or one written in place by an older tool, can be caught half-way.
-        raise ManifestUnreadable(
-            503,
-            "ManifestUnparseable",
-            "manifest.json cannot be parsed right now "
-            f"({type(exc).__name__}); a run may be writing it, so the panel will try again. If this "
-            "persists the file is damaged: move it aside and the next step writes a fresh one",
-        ) from exc
+    except OSError as exc:
+        raise _unparseable(exc) from exc
+    by_piece = _rows_by_piece(path, raw_bytes)
+    if by_piece is not None:
+        raw, rows = by_piece
+        return Manifest(rows, totals(raw, rows), 0)
+    try:
+        data = _loads(raw_bytes)
+    except ValueError as exc:
+        raise _unparseable(exc) from exc
     if not isinstance(data, list):
         raise ManifestUnreadable(
             422,
@@ -172,3 +218,14 @@ def read(path: Path) -> Manifest | None:
     raw = [r for r in data if isinstance(r, dict)]
     rows = [shape_row(i, r) for i, r in enumerate(raw)]
     return Manifest(rows, totals(raw, rows), len(data) - len(rows))
+
+
+def _unparseable(exc: Exception) -> ManifestUnreadable:
+    # A run replacing the file, or one written in place by an older tool, can be caught half-way.
+    return ManifestUnreadable(
+        503,
+        "ManifestUnparseable",
+        "manifest.json cannot be parsed right now "
+        f"({type(exc).__name__}); a run may be writing it, so the panel will try again. If this "
+        "persists the file is damaged: move it aside and the next step writes a fresh one",
+    )
