@@ -97,18 +97,33 @@ def row_of(result: Any, run_id: str) -> dict[str, Any]:
     return row
 
 
-def totals(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Sums over manifest rows: steps, cost_usd, num_turns, duration_s, retries, handoffs."""
+# What one row adds to the totals: cost_usd, num_turns, duration_s, retries, hand-offs.
+RowTotals = tuple[float, int, float, int, int]
+
+
+def row_totals(row: Mapping[str, Any]) -> RowTotals:
+    """One row's share of ``totals`` (a reader that keeps rows can keep these and sum them again)."""
+    retired = row.get("retired")
+    return (
+        _number(row.get("cost_usd")),
+        int(_number(row.get("num_turns"))),
+        _number(row.get("duration_s")),
+        max(int(_number(row.get("attempts", 1))) - 1, 0),
+        len(retired) if isinstance(retired, list) else 0,
+    )
+
+
+def sum_totals(shares: Iterable[RowTotals]) -> dict[str, Any]:
+    """``totals`` from the rows' shares, added in the same order (so the same floats)."""
     steps = turns = retries = handoffs = 0
     cost = duration = 0.0
-    for row in rows:
+    for row_cost, row_turns, row_duration, row_retries, row_handoffs in shares:
         steps += 1
-        cost += _number(row.get("cost_usd"))
-        turns += int(_number(row.get("num_turns")))
-        duration += _number(row.get("duration_s"))
-        retries += max(int(_number(row.get("attempts", 1))) - 1, 0)
-        retired = row.get("retired")
-        handoffs += len(retired) if isinstance(retired, list) else 0
+        cost += row_cost
+        turns += row_turns
+        duration += row_duration
+        retries += row_retries
+        handoffs += row_handoffs
     return {
         "steps": steps,
         "cost_usd": round(cost, 4),
@@ -117,6 +132,11 @@ def totals(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         "retries": retries,
         "handoffs": handoffs,
     }
+
+
+def totals(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Sums over manifest rows: steps, cost_usd, num_turns, duration_s, retries, handoffs."""
+    return sum_totals(map(row_totals, rows))
 
 
 def read_rows(

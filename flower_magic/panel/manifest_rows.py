@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from flower_magic.core import manifest
+from flower_magic.core.bulk import gc_paused
 
 FILENAME = manifest.MANIFEST
 
@@ -116,7 +117,11 @@ def shape_row(index: int, row: dict[str, Any]) -> dict[str, Any]:
 
 def totals(raw_rows: list[dict[str, Any]], shaped: list[dict[str, Any]]) -> dict[str, Any]:
     """The run's sums as ``core.manifest.totals`` computes them (the CLI's numbers), plus steps that ended ok."""
-    return {**manifest.totals(raw_rows), "ok": sum(1 for r in shaped if r["ok"] is True)}
+    return _with_ok(manifest.totals(raw_rows), shaped)
+
+
+def _with_ok(sums: dict[str, Any], shaped: list[dict[str, Any]]) -> dict[str, Any]:
+    return {**sums, "ok": sum(1 for r in shaped if r["ok"] is True)}
 
 
 @dataclass(frozen=True)
@@ -139,22 +144,24 @@ def _loads(raw: bytes) -> Any:
 
 # Manifests whose rows are remembered by their bytes (a few open panels is the usual case).
 REMEMBERED_FILES = 4
-# path -> {row bytes after its "{": (row as stored, row as shown without its index)}
-_remembered: OrderedDict[Path, dict[bytes, tuple[dict[str, Any], dict[str, Any]]]] = OrderedDict()
+# A row as the reader keeps it: (as shown, its share of the totals).
+_Kept = tuple[dict[str, Any], manifest.RowTotals]
+# path -> {row bytes after its "{": the row as kept}
+_remembered: OrderedDict[Path, dict[bytes, _Kept]] = OrderedDict()
 _remembered_lock = threading.Lock()
 
 
-def _rows_by_piece(path: Path, data: bytes) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
-    """(raw rows, shaped rows) of a canonical-layout file, reusing rows seen in this file before;
+def _rows_by_piece(path: Path, data: bytes) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
+    """(shaped rows, totals) of a canonical-layout file, reusing rows seen in this file before;
     None when the file does not have that layout after all (the caller parses it whole)."""
     pieces = manifest.canonical_pieces(data)
     if pieces is None:
         return None
     with _remembered_lock:
         known = _remembered.get(path, {})
-    seen: dict[bytes, tuple[dict[str, Any], dict[str, Any]]] = {}
-    raw_rows: list[dict[str, Any]] = []
+    seen: dict[bytes, _Kept] = {}
     rows: list[dict[str, Any]] = []
+    shares: list[manifest.RowTotals] = []
     for index, piece in enumerate(pieces):
         hit = known.get(piece) or seen.get(piece)
         if hit is None:
@@ -164,17 +171,17 @@ def _rows_by_piece(path: Path, data: bytes) -> tuple[list[dict[str, Any]], list[
                 return None  # a separator inside a row: not the canonical layout
             if not isinstance(value, dict):
                 return None
-            hit = (value, shape_row(index, value))
+            hit = (shape_row(index, value), manifest.row_totals(value))
         seen[piece] = hit
-        raw, shaped = hit
-        raw_rows.append(raw)
+        shaped, share = hit
         rows.append(shaped if shaped["index"] == index else {**shaped, "index": index})
+        shares.append(share)
     with _remembered_lock:
         _remembered[path] = seen
         _remembered.move_to_end(path)
         while len(_remembered) > REMEMBERED_FILES:
             _remembered.popitem(last=False)
-    return raw_rows, rows
+    return rows, _with_ok(manifest.sum_totals(shares), rows)
 
 
 def read(path: Path) -> Manifest | None:
@@ -200,14 +207,14 @@ def read(path: Path) -> Manifest | None:
         return None
     except OSError as exc:
         raise _unparseable(exc) from exc
-    by_piece = _rows_by_piece(path, raw_bytes)
-    if by_piece is not None:
-        raw, rows = by_piece
-        return Manifest(rows, totals(raw, rows), 0)
-    try:
-        data = _loads(raw_bytes)
-    except ValueError as exc:
-        raise _unparseable(exc) from exc
+    with gc_paused():
+        by_piece = _rows_by_piece(path, raw_bytes)
+        if by_piece is not None:
+            return Manifest(*by_piece, skipped=0)
+        try:
+            data = _loads(raw_bytes)
+        except ValueError as exc:
+            raise _unparseable(exc) from exc
     if not isinstance(data, list):
         raise ManifestUnreadable(
             422,
@@ -215,8 +222,9 @@ def read(path: Path) -> Manifest | None:
             f"manifest.json holds a JSON {type(data).__name__}, not a list "
             "of step rows; it was not written by flower. Move it aside to start a fresh manifest",
         )
-    raw = [r for r in data if isinstance(r, dict)]
-    rows = [shape_row(i, r) for i, r in enumerate(raw)]
+    with gc_paused():
+        raw = [r for r in data if isinstance(r, dict)]
+        rows = [shape_row(i, r) for i, r in enumerate(raw)]
     return Manifest(rows, totals(raw, rows), len(data) - len(rows))
 
 

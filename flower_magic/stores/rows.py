@@ -9,12 +9,12 @@ Guarantees:
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
+
+from flower_magic.core.bulk import gc_paused
 
 if TYPE_CHECKING:
     from claude_agent_sdk.types import SessionSummaryEntry
@@ -24,20 +24,6 @@ log = logging.getLogger("flower_magic.stores.sqlite")
 # ASCII with \u escapes, as the original wrote: a lone surrogate (the CLI's JavaScript strings can
 # carry one) would make raw UTF-8 text unstorable. Compact separators keep rows small.
 ENCODER = json.JSONEncoder(separators=(",", ":"))
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    # Decoding 100K entries allocates millions of containers; the cyclic collector would walk the
-    # growing heap again and again and roughly double the time of a big load. Nothing decoded here
-    # forms a cycle, so collecting afterwards loses nothing.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _orjson_loads() -> Callable[[bytes | str], Any] | None:
@@ -62,7 +48,7 @@ _LONG_DIGIT_RUN = b"0" * 19
 def decode(payloads: Iterable[tuple[str | bytes]]) -> list[Any]:
     out: list[Any] = []
     append, fast = out.append, _FAST_LOADS
-    with _gc_paused():
+    with gc_paused():
         for (payload,) in payloads:
             if (
                 fast is not None
