@@ -150,7 +150,11 @@ statements = (
     .map("\n".join)
     .filter(lambda b: b == b.strip() and "\n\n\n" not in b and b not in PLACEHOLDER_BODIES)
 )
-checks = st.lists(lines.filter(lambda c: not _BOX_RE.match(c) and c not in PLACEHOLDER_BODIES), max_size=6)
+# A check such as "--" is written as the line "- --", which Markdown reads as a rule, not an item.
+checks = st.lists(
+    lines.filter(lambda c: not _BOX_RE.match(c) and c not in PLACEHOLDER_BODIES and not _RULE_RE.match(f"- {c}")),
+    max_size=6,
+)
 
 
 @settings(database=None, max_examples=150, deadline=None)
