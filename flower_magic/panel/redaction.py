@@ -40,10 +40,11 @@ class Redactor:
         values |= {json.dumps(v, ensure_ascii=as_ascii)[1:-1] for v in values for as_ascii in (True, False)}
         # Longest first, so a secret that contains another is replaced whole.
         self._values = sorted(values, key=len, reverse=True)
+        self._encoded = [v.encode("utf-8", "surrogatepass") for v in self._values]
 
-    def hits(self, text: str) -> bool:
-        """Whether ``text`` holds a known secret (in either spelling) or anything key-shaped."""
-        return "sk-ant-" in text or any(v in text for v in self._values)
+    def hits(self, data: bytes) -> bool:
+        """Whether UTF-8 ``data`` holds a known secret (in either spelling) or anything key-shaped."""
+        return b"sk-ant-" in data or any(v in data for v in self._encoded)
 
     def __call__(self, text: str) -> str:
         for value in self._values:
@@ -62,25 +63,25 @@ def _walk(value: Any, scrub: Callable[[str], str]) -> Any:
     return value
 
 
-def dumps_redacted(body: Any, redactor: Redactor) -> str:
-    """``body`` as JSON text with every secret string replaced.
+def dumps_redacted(body: Any, redactor: Redactor) -> bytes:
+    """``body`` as UTF-8 JSON with every secret string replaced.
 
     The common case costs one substring search per secret over the encoded text; only a body that
     holds a secret is walked and re-encoded, so numbers and structure are never touched by a blind
     text replace (which could turn a number that equals a secret into invalid JSON).
     """
-    text = _encode(body)
-    if not redactor.hits(text):
-        return text
+    data = _encode(body)
+    if not redactor.hits(data):
+        return data
     return _encode(_walk(body, redactor))
 
 
-def _encode(body: Any) -> str:
+def _encode(body: Any) -> bytes:
     # orjson (a dependency) encodes a 10K-row manifest several times faster; anything it refuses
     # (integers past 64 bits, non-string keys) goes to the json module (ASCII: its faster path).
     try:
         import orjson
 
-        return orjson.dumps(body).decode("utf-8")
+        return orjson.dumps(body)
     except (ImportError, TypeError):
-        return json.dumps(body, separators=(",", ":"))
+        return json.dumps(body, separators=(",", ":")).encode("ascii")

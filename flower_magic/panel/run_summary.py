@@ -147,7 +147,7 @@ CACHE_ENTRIES = 8
 class RunCache:
     """Encoded run summaries keyed by their inputs' fingerprint (see ``stamp``); thread-safe."""
 
-    def __init__(self, encode: Callable[[dict[str, Any]], str]) -> None:
+    def __init__(self, encode: Callable[[dict[str, Any]], bytes]) -> None:
         self._encode = encode
         self._lock = threading.Lock()
         self._entries: OrderedDict[tuple[Path, Path | None], tuple[str, bytes]] = OrderedDict()
@@ -169,7 +169,7 @@ class RunCache:
                 return hit
         body = summarize(root, workspace, run_dir)
         body["stamp"] = tag
-        encoded = self._encode(body).encode("utf-8")
+        encoded = self._encode(body)
         with self._lock:
             self._entries[key] = (tag, encoded)
             self._entries.move_to_end(key)
