@@ -27,12 +27,13 @@ async def one(api: FakeAnthropic, ws: Path) -> tuple[float, int]:
     lineage = Lineage.open(rt.run_dir, rt.workspace)
     timings: list[float] = []
     requests_before: list[int] = []
+    base = len(api.requests)  # the fake API is shared by every run of the bench
 
     def hook(sid: str) -> None:
         t0 = time.perf_counter()
         lineage.remember("取词", sid)
         timings.append(time.perf_counter() - t0)
-        requests_before.append(len(api.requests))
+        requests_before.append(len(api.requests) - base)
 
     rt.on_session = hook
     try:
