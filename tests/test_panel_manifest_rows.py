@@ -134,3 +134,14 @@ def test_only_a_few_files_are_remembered(tmp_path: Path) -> None:
         _write(path, [_row(i)], "canonical")
         _check(path)
     assert len(manifest_rows._remembered) == manifest_rows.REMEMBERED_FILES
+
+
+@pytest.mark.parametrize("layout", ["canonical", "compact"])
+def test_integers_past_64_bits_are_read_exactly(tmp_path: Path, layout: str) -> None:
+    path = tmp_path / "manifest.json"
+    _write(path, [{**_row(1), "num_turns": 2**64, "context": 10**30, "cost_usd": -(2**63) - 1}], layout)
+    got = manifest_rows.read(path)
+    assert got is not None
+    assert (got.rows[0]["num_turns"], got.rows[0]["context"]) == (2**64, 10**30)
+    assert got.totals["num_turns"] == 2**64
+    _check(path)

@@ -51,6 +51,7 @@ from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any, TypeVar
 
+from flower_magic.core.bulk import orjson_is_exact
 from flower_magic.core.durable import read_capped, set_aside, sweep_temps, write_atomic
 
 MANIFEST = "manifest.json"
@@ -285,9 +286,9 @@ def _load(path: Path) -> _Scan | None:
 
 def _parse_doc(data: bytes) -> Any:
     # orjson (a dependency; optional here) reads a 10K-row manifest ~4x faster. Anything it refuses
-    # (a BOM, NaN, huge integers, a file cut short) goes to the json module, whose errors the
+    # (a BOM, NaN, a file cut short), or would misread (huge integers), goes to the json module, whose errors the
     # mid-write detection understands.
-    if _fast_loads is not None:
+    if _fast_loads is not None and orjson_is_exact(data):
         try:
             return _fast_loads(data)
         except ValueError:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from flower_magic.core import manifest
-from flower_magic.core.bulk import gc_paused
+from flower_magic.core.bulk import gc_paused, orjson_is_exact
 
 FILENAME = manifest.MANIFEST
 
@@ -132,14 +132,17 @@ class Manifest:
 
 
 def _loads(raw: bytes) -> Any:
-    # orjson first (several times faster on megabytes); whatever it refuses (a BOM, NaN, huge
-    # integers) is read by the json module, which also gives the errors a half-written file raises.
+    # orjson first (several times faster on megabytes); whatever it refuses (a BOM, NaN) or would
+    # misread (huge integers) is read by the json module, which also gives the errors a half-written
+    # file raises.
     try:
         import orjson
 
-        return orjson.loads(raw)
+        if orjson_is_exact(raw):
+            return orjson.loads(raw)
     except (ImportError, ValueError):
-        return json.loads(raw)
+        pass
+    return json.loads(raw)
 
 
 # Manifests whose rows are remembered by their bytes (a few open panels is the usual case).

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from flower_magic.core.bulk import gc_paused
+from flower_magic.core.bulk import gc_paused, orjson_is_exact
 
 if TYPE_CHECKING:
     from claude_agent_sdk.types import SessionSummaryEntry
@@ -39,10 +39,6 @@ def _orjson_loads() -> Callable[[bytes | str], Any] | None:
 _FAST_LOADS = _orjson_loads()
 # What the reads select: UTF-8 bytes for orjson, text for the json module.
 PAYLOAD_SQL = "CAST(payload AS BLOB)" if _FAST_LOADS else "payload"
-# orjson turns an integer literal too big for 64 bits into a float; any such literal has 19 or more
-# digits in a row, so rows with such a run go to the json module, which keeps integers exact.
-_DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
-_LONG_DIGIT_RUN = b"0" * 19
 
 
 def decode(payloads: Iterable[tuple[str | bytes]]) -> list[Any]:
@@ -53,7 +49,7 @@ def decode(payloads: Iterable[tuple[str | bytes]]) -> list[Any]:
             if (
                 fast is not None
                 and isinstance(payload, bytes)
-                and _LONG_DIGIT_RUN not in payload.translate(_DIGITS_TO_ZERO)
+                and orjson_is_exact(payload)  # else the json module keeps big integers exact
             ):
                 try:
                     append(fast(payload))
