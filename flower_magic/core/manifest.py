@@ -47,12 +47,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any, TypeVar
 
 from flower_magic.core.bulk import orjson_is_exact
 from flower_magic.core.durable import read_capped, set_aside, sweep_temps, write_atomic
+from flower_magic.core.indented import encode_row
 
 MANIFEST = "manifest.json"
 LOCK = ".lock"
@@ -167,7 +167,7 @@ def persist(run_dir: str | os.PathLike[str], run_id: str, rows: Iterable[Mapping
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / MANIFEST
     # Encoded before taking the lock: other writers wait only for the merge itself.
-    encoded = [_encode_row({**row, "run": run_id}) for row in rows]
+    encoded = [encode_row({**row, "run": run_id}) for row in rows]
     with _exclusive(folder / LOCK):
         sweep_temps(path)
         scan = _load(path)
@@ -200,51 +200,6 @@ def _number(value: Any) -> float:
     if kind is int:
         return float(value)
     return 0.0
-
-
-# Encoding. json.dumps(indent=2) runs in pure Python (~30 µs a row); _json writes the same text, and
-# only this run's rows are encoded at all: other runs' rows are copied from the file as bytes.
-
-_enc_str = encode_basestring
-
-
-def _key_text(key: object) -> str:
-    if isinstance(key, str):
-        return key
-    if key is None or isinstance(key, (bool, int, float)):
-        return _json(key, "")
-    return str(key)
-
-
-def _json(value: Any, indent: str) -> str:
-    if isinstance(value, str):
-        return _enc_str(value)
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if isinstance(value, int):
-        return int.__repr__(value)
-    if isinstance(value, float):
-        return float.__repr__(value) if math.isfinite(value) else "null"
-    inner = indent + "  "
-    if isinstance(value, dict):
-        if not value:
-            return "{}"
-        items = (f"{inner}{_enc_str(_key_text(k))}: {_json(v, inner)}" for k, v in value.items())
-        return "{\n" + ",\n".join(items) + f"\n{indent}}}"
-    if isinstance(value, (list, tuple)):
-        if not value:
-            return "[]"
-        return "[\n" + ",\n".join(inner + _json(v, inner) for v in value) + f"\n{indent}]"
-    return _enc_str(str(value))
-
-
-def _encode_row(row: Mapping[str, Any]) -> bytes:
-    # backslashreplace turns a lone surrogate into the JSON escape for the same code unit.
-    return _json(dict(row), "  ").encode("utf-8", "backslashreplace")
 
 
 # Reading under the lock: where each row's bytes are and which run it belongs to, so kept rows are
