@@ -1,4 +1,4 @@
-"""Helpers for tests that run flows in separate OS processes."""
+"""Helpers for tests that run flows in separate OS processes, and for waiting on what they do."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,3 +26,16 @@ def run_script(script: Path, *, cwd: Path, env: dict[str, str], timeout: float =
         raise AssertionError(f"{script.name} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
     last = proc.stdout.strip().splitlines()[-1]
     return dict(json.loads(last))
+
+
+def wait_until(happened: Callable[[], object], what: str, *, give_up_s: float = 60) -> None:
+    """Poll until ``happened()`` is true; fail naming ``what`` if it never does.
+
+    ``give_up_s`` only keeps a broken run from hanging the suite: nothing is asserted about how long
+    the wait took (timings belong in bench/).
+    """
+    give_up = time.monotonic() + give_up_s
+    while not happened():
+        if time.monotonic() > give_up:
+            raise AssertionError(f"{what} never happened")
+        time.sleep(0.05)

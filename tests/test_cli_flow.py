@@ -15,7 +15,6 @@ import re
 import signal
 import subprocess
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from flower_magic.workflow.brief import Brief
 from flower_magic.workflow.clarify import CLARIFY_RESUME
 from flower_magic.workflow.goal import Goal
 from flower_magic.workflow.starter import WAKE_NOTHING_SAID
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -388,10 +388,11 @@ def test_kill_during_clarify_then_continue(fake_api: FakeAnthropic, child_env: d
         run.answer("2")
         run.wait_prompt()  # the second question waits for a person
         sid = lineage(workspace)["steps"]["确认需求"]
-        deadline = time.monotonic() + PROC_TIMEOUT_S
-        while not _stored_question(workspace, sid, second):
-            assert time.monotonic() < deadline, "the clarifier's second question never reached sessions.db"
-            time.sleep(0.05)
+        wait_until(
+            lambda: _stored_question(workspace, sid, second),
+            "the clarifier's second question reaching sessions.db",
+            give_up_s=PROC_TIMEOUT_S,
+        )
         run.kill()
     assert run.proc.returncode == -signal.SIGKILL
     assert not (notes(workspace) / "需求.md").exists()

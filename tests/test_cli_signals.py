@@ -16,6 +16,7 @@ import pytest
 from flower_magic.core.result import INTERRUPT_NOTE
 from flower_magic.testing import FakeAnthropic, Request, text, tool_use
 from flower_magic.testing.roles import as_role, role_of
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -27,13 +28,6 @@ SLOW_TOOL = tool_use("Bash", {"command": "python3 -c 'import time; time.sleep(12
 
 def _workers(api: FakeAnthropic) -> list[Request]:
     return [r for r in api.requests if role_of(r) == "worker"]
-
-
-def _wait(pred: object, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred() and time.monotonic() < deadline:  # type: ignore[operator]
-        time.sleep(0.1)
-    assert pred(), "timed out"  # type: ignore[operator]
 
 
 class Terminal:
@@ -91,7 +85,7 @@ def test_ctrl_c_once_interrupts_and_the_words_reach_the_same_session(
     )
     term = Terminal(["清洗 CSV"], workspace, child_env)
     try:
-        _wait(lambda: len(_workers(fake_api)) >= 1)
+        wait_until(lambda: _workers(fake_api), "the work step's first request")
         term.read_until("[Bash]")
         time.sleep(1.0)
         term.proc.send_signal(signal.SIGINT)
@@ -114,7 +108,7 @@ def test_ctrl_c_twice_quits_and_the_step_is_in_the_manifest(
     fake_api.add(as_role("clarifier", text(BRIEF)), as_role("goal", text(GOAL)), as_role("worker", SLOW_TOOL))
     term = Terminal(["清洗 CSV"], workspace, child_env)
     try:
-        _wait(lambda: len(_workers(fake_api)) >= 1)
+        wait_until(lambda: _workers(fake_api), "the work step's first request")
         term.read_until("[Bash]")
         term.proc.send_signal(signal.SIGINT)
         term.read_until("要说什么")
@@ -141,7 +135,7 @@ def test_sigterm_records_the_step_in_flight(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     ) as proc:
-        _wait(lambda: len(_workers(fake_api)) >= 1)
+        wait_until(lambda: _workers(fake_api), "the work step's first request")
         time.sleep(1.5)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == -signal.SIGTERM

@@ -88,6 +88,13 @@ def _lineage(ws: Path) -> dict[str, object]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
+def _child(script: Path, cwd: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    """The child script in its own process; its stdout is a pipe the test reads line by line."""
+    return subprocess.Popen(
+        [sys.executable, str(script)], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+
+
 def test_kill_minus_nine_then_same_session(fake_api: FakeAnthropic, child_env: dict[str, str], tmp_path: Path) -> None:
     report = []
     for i, delay in enumerate(KILL_AFTER_S):
@@ -98,14 +105,7 @@ def test_kill_minus_nine_then_same_session(fake_api: FakeAnthropic, child_env: d
         script = write_script(ws / "child.py", CHILD)
         _script_replies(fake_api, seed, slow=True)
 
-        with subprocess.Popen(
-            [sys.executable, str(script)],
-            cwd=ws,
-            env=child_env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        ) as proc:
+        with _child(script, ws, child_env) as proc:
             assert proc.stdout is not None
             line = proc.stdout.readline()
             assert line.startswith("SID "), f"child said {line!r}"
@@ -186,14 +186,7 @@ def test_kill_during_a_tool_call_then_resume(
     (the fake API rejects unpaired tool_use with a 400, as the real one does) and the work goes on."""
     script = write_script(workspace / "child.py", MID_TOOL_CHILD)
     fake_api.add(tool_use("Bash", {"command": "python3 -c 'import time; time.sleep(60)'"}))
-    with subprocess.Popen(
-        [sys.executable, str(script)],
-        cwd=workspace,
-        env=child_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    ) as proc:
+    with _child(script, workspace, child_env) as proc:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "TOOL"
         time.sleep(1.5)  # the tool is running; its call is already in the store (eager flush)

@@ -145,3 +145,13 @@ def test_integers_past_64_bits_are_read_exactly(tmp_path: Path, layout: str) -> 
     assert (got.rows[0]["num_turns"], got.rows[0]["context"]) == (2**64, 10**30)
     assert got.totals["num_turns"] == 2**64
     _check(path)
+
+
+@pytest.mark.parametrize("layout", ["canonical", "compact"])
+def test_a_byte_order_mark_reads_as_the_cli_reads_it(tmp_path: Path, layout: str) -> None:
+    path = tmp_path / "manifest.json"
+    _write(path, [_row(1), _row(2)], layout)
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    got = manifest_rows.read(path)
+    assert got is not None and [r["step"] for r in got.rows] == [_row(1)["step"], _row(2)["step"]]
+    _check(path)

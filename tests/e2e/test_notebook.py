@@ -13,6 +13,7 @@ import pytest
 from flower_magic.testing import FakeAnthropic, text, tool_use
 from flower_magic.testing.roles import as_role
 from tests.e2e.kernel import Kernel, alive, children
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -47,6 +48,19 @@ def _lineage(ws: Path) -> dict[str, object]:
     return dict(json.loads((ws / "runs" / "lineage.json").read_text(encoding="utf-8")))
 
 
+# A work step that runs a two-minute command: time to interrupt, restart or kill the kernel mid-step.
+SLOW_TOOL = tool_use("Bash", {"command": "python3 -c 'import time; time.sleep(120)'"})
+
+
+def _start_work_on_a_slow_tool(api: FakeAnthropic, kernel: Kernel) -> None:
+    """``%flower`` in a fresh directory, sent without waiting; returns once the work step's command runs."""
+    api.add(as_role("clarifier", text(BRIEF)), as_role("goal", text(GOAL)), as_role("worker", SLOW_TOOL))
+    kernel.run("%load_ext flower_magic")
+    kernel.start('%flower "清洗 CSV"')
+    wait_until(lambda: _worker_requests(api), "the work step's first request")
+    time.sleep(2.0)  # the tool is running now
+
+
 def _worker_requests(api: FakeAnthropic) -> list[object]:
     from flower_magic.testing.roles import role_of
 
@@ -76,12 +90,10 @@ def test_restart_and_kill_then_resume_the_same_work_session(
     assert _lineage(workspace)["steps"]["干活"] == work_sid  # type: ignore[index]
 
     # (ii) SIGKILL in the middle of the work step: the CLI dies with the kernel
-    fake_api.add(as_role("worker", tool_use("Bash", {"command": "python3 -c 'import time; time.sleep(120)'"})))
+    fake_api.add(as_role("worker", SLOW_TOOL))
     n = len(_worker_requests(fake_api))
     kernel.start("%flower")
-    deadline = time.monotonic() + 60
-    while len(_worker_requests(fake_api)) <= n and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_until(lambda: len(_worker_requests(fake_api)) > n, "the resumed work step's request")
     time.sleep(2.0)  # the tool is running now
     clis = [c for c in children(kernel.pid) if alive(c)]
     assert clis, "no CLI child while the step runs"
@@ -141,25 +153,13 @@ def test_cell_magic_body_and_new_archive(fake_api: FakeAnthropic, workspace: Pat
 def test_interrupt_stops_records_and_resumes_with_words(
     fake_api: FakeAnthropic, workspace: Path, kernel: Kernel
 ) -> None:
-    fake_api.add(
-        as_role("clarifier", text(BRIEF)),
-        as_role("goal", text(GOAL)),
-        as_role("worker", tool_use("Bash", {"command": "python3 -c 'import time; time.sleep(120)'"})),
-    )
-    kernel.run("%load_ext flower_magic")
-    kernel.start('%flower "清洗 CSV"')
-    deadline = time.monotonic() + 60
-    while not _worker_requests(fake_api) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    time.sleep(2.0)
+    _start_work_on_a_slow_tool(fake_api, kernel)
     kernel.interrupt()
     # the cell ends on its own once the agent stopped; wait for the row
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        rows = _rows(workspace) if (workspace / "runs" / "manifest.json").exists() else []
-        if any(r["step"] == "干活" for r in rows):
-            break
-        time.sleep(0.3)
+    wait_until(
+        lambda: (workspace / "runs" / "manifest.json").exists() and any(r["step"] == "干活" for r in _rows(workspace)),
+        "the interrupted work step's row",
+    )
     work = [r for r in _rows(workspace) if r["step"] == "干活"][-1]
     assert work["error"] == "interrupted-by-human"
     sid = _lineage(workspace)["steps"]["干活"]  # type: ignore[index]
@@ -234,17 +234,7 @@ def test_bad_input_is_one_usage_error_and_changes_nothing(
 
 def test_kernel_restart_mid_run_records_the_step(fake_api: FakeAnthropic, workspace: Path, kernel: Kernel) -> None:
     """A restart (or shutdown) while the agent works: the step in flight lands in the manifest."""
-    fake_api.add(
-        as_role("clarifier", text(BRIEF)),
-        as_role("goal", text(GOAL)),
-        as_role("worker", tool_use("Bash", {"command": "python3 -c 'import time; time.sleep(120)'"})),
-    )
-    kernel.run("%load_ext flower_magic")
-    kernel.start('%flower "清洗 CSV"')
-    deadline = time.monotonic() + 60
-    while not _worker_requests(fake_api) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    time.sleep(1.5)
+    _start_work_on_a_slow_tool(fake_api, kernel)
     kernel.restart()
     work = [r for r in _rows(workspace) if r["step"] == "干活"]
     assert work and work[-1]["error"] in ("killed-by-signal", "interrupted-by-human"), _rows(workspace)
