@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from flower_magic.core.project import project_key  # noqa: E402
+from flower_magic.stores.schema import SCHEMA  # noqa: E402
 from flower_magic.testing import FakeAnthropic, text  # noqa: E402
 from flower_magic.testing.roles import as_role  # noqa: E402
 from tests.e2e.kernel import Kernel  # noqa: E402
@@ -86,14 +87,7 @@ def build_db(path: Path, ws: Path, sid: str, gb: float) -> None:
     payload = json.dumps({"type": "user", "message": {"role": "user", "content": "y" * 10_000}})
     n = int(gb * 1024**3 / len(payload))
     con = sqlite3.connect(path)
-    con.executescript(
-        "CREATE TABLE entries(store_key TEXT NOT NULL, seq INTEGER NOT NULL, uid TEXT, payload TEXT NOT NULL,"
-        " PRIMARY KEY(store_key, seq));"
-        "CREATE UNIQUE INDEX entries_uid ON entries(store_key, uid) WHERE uid IS NOT NULL;"
-        "CREATE TABLE meta(store_key TEXT PRIMARY KEY, mtime INTEGER NOT NULL, next_seq INTEGER NOT NULL);"
-        "CREATE TABLE summaries(project_key TEXT NOT NULL, session_id TEXT NOT NULL, mtime INTEGER NOT NULL,"
-        " data TEXT NOT NULL, PRIMARY KEY(project_key, session_id));"
-    )
+    con.executescript(SCHEMA)  # the store's own tables
     key = f"{project_key(ws)}/{sid}"
     last = json.dumps(
         {"type": "assistant", "message": {"role": "assistant", "content": [], "usage": {"input_tokens": 80_000}}}

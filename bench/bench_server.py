@@ -24,6 +24,7 @@ from pathlib import Path
 
 from flower_magic.core import manifest
 from flower_magic.panel.transcript import project_key
+from flower_magic.stores.schema import SCHEMA
 
 SID = "5a1e7c2b-9d3f-4e6a-8b0c-1d2e3f4a5b6c"
 SERVER_START_S = 60
@@ -56,15 +57,7 @@ def write_manifest(path: Path, rows: int, tag: str = "") -> None:
 
 def write_session(db_path: Path, key: str, entries: int) -> None:
     db = sqlite3.connect(db_path)
-    db.executescript(
-        "PRAGMA journal_mode=WAL;"
-        "CREATE TABLE entries(store_key TEXT NOT NULL, seq INTEGER NOT NULL, uid TEXT, payload TEXT NOT NULL,"
-        " PRIMARY KEY(store_key, seq));"
-        "CREATE UNIQUE INDEX entries_uid ON entries(store_key, uid) WHERE uid IS NOT NULL;"
-        "CREATE TABLE meta(store_key TEXT PRIMARY KEY, mtime INTEGER NOT NULL, next_seq INTEGER NOT NULL);"
-        "CREATE TABLE summaries(project_key TEXT NOT NULL, session_id TEXT NOT NULL, mtime INTEGER NOT NULL,"
-        " data TEXT NOT NULL, PRIMARY KEY(project_key, session_id));"
-    )
+    db.executescript("PRAGMA journal_mode=WAL;" + SCHEMA)  # the store's own tables
 
     def rows():
         for i in range(entries):

@@ -150,7 +150,7 @@ def read_rows(
     are not objects are dropped.
     """
     try:
-        doc = _parse_settled(Path(run_dir) / MANIFEST, _parse_doc, attempts=attempts, pause_s=pause_s)
+        doc = _parse_settled(Path(run_dir) / MANIFEST, parse_json, attempts=attempts, pause_s=pause_s)
     except OSError:
         return []
     return [row for row in doc if isinstance(row, dict)] if isinstance(doc, list) else []
@@ -239,10 +239,17 @@ def _load(path: Path) -> _Scan | None:
         return None
 
 
-def _parse_doc(data: bytes) -> Any:
-    # orjson (a dependency; optional here) reads a 10K-row manifest ~4x faster. Anything it refuses
-    # (a BOM, NaN, a file cut short), or would misread (huge integers), goes to the json module, whose errors the
-    # mid-write detection understands.
+def parse_json(data: bytes) -> Any:
+    """``data`` (UTF-8, a BOM allowed) as JSON, exactly as the json module reads it.
+
+    orjson (a dependency; optional here) reads a 10K-row manifest ~4x faster. Whatever it refuses
+    (a BOM, NaN, a file cut short) or would misread (huge integers) goes to the json module, whose
+    errors the mid-write detection understands.
+
+    Raises:
+        ValueError: not JSON (a ``json.JSONDecodeError`` or ``UnicodeDecodeError`` from the json path).
+        RecursionError: nested too deeply for the json module.
+    """
     if _fast_loads is not None and orjson_is_exact(data):
         try:
             return _fast_loads(data)
@@ -343,7 +350,7 @@ def _canonical(data: bytes, pos: int, known: _Scan | None) -> _Scan | None:
     for piece in pieces:
         run = seen.get(piece, _UNSEEN)
         if run is _UNSEEN:
-            row = _piece_row(piece)
+            row = piece_row(piece)
             if row is None:
                 return None  # not the canonical layout after all, or not JSON: the general scan decides
             run = row.get("run")
@@ -353,21 +360,14 @@ def _canonical(data: bytes, pos: int, known: _Scan | None) -> _Scan | None:
     return _Scan(data, spans, runs)
 
 
-def _piece_row(piece: bytes) -> dict[str, Any] | None:
-    """The object ``{`` + ``piece`` if it is exactly one JSON object, else None."""
-    if _fast_loads is not None:
-        try:
-            row = _fast_loads(b"{" + piece)  # refuses trailing data as well
-        except ValueError:
-            pass  # NaN, a huge integer, a lone surrogate: the json module decides
-        else:
-            return row if isinstance(row, dict) else None
+def piece_row(piece: bytes) -> dict[str, Any] | None:
+    """The row ``{`` + ``piece`` (a piece from ``canonical_pieces``) if that is exactly one JSON
+    object, else None (the file does not have the canonical layout after all, or is not JSON)."""
     try:
-        text = "{" + piece.decode("utf-8")
-        row, used = _DECODER.raw_decode(text)
+        row = parse_json(b"{" + piece)  # trailing data is refused by both parsers
     except (ValueError, RecursionError):
         return None
-    return row if used == len(text) and isinstance(row, dict) else None
+    return row if isinstance(row, dict) else None
 
 
 def _general(data: bytes, pos: int) -> _Scan:

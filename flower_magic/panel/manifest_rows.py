@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from flower_magic.core import manifest
-from flower_magic.core.bulk import gc_paused, orjson_is_exact
+from flower_magic.core.bulk import gc_paused
 
 FILENAME = manifest.MANIFEST
 
@@ -131,20 +131,6 @@ class Manifest:
     skipped: int
 
 
-def _loads(raw: bytes) -> Any:
-    # orjson first (several times faster on megabytes); whatever it refuses (a BOM, NaN) or would
-    # misread (huge integers) is read by the json module, which also gives the errors a half-written
-    # file raises.
-    try:
-        import orjson
-
-        if orjson_is_exact(raw):
-            return orjson.loads(raw)
-    except (ImportError, ValueError):
-        pass
-    return json.loads(raw)
-
-
 # Manifests whose rows are remembered by their bytes (a few open panels is the usual case).
 REMEMBERED_FILES = 4
 # A row as the reader keeps it: (as shown, its share of the totals).
@@ -168,12 +154,9 @@ def _rows_by_piece(path: Path, data: bytes) -> tuple[list[dict[str, Any]], dict[
     for index, piece in enumerate(pieces):
         hit = known.get(piece) or seen.get(piece)
         if hit is None:
-            try:
-                value = _loads(b"{" + piece)
-            except (ValueError, RecursionError):
+            value = manifest.piece_row(piece)
+            if value is None:
                 return None  # a separator inside a row: not the canonical layout
-            if not isinstance(value, dict):
-                return None
             hit = (shape_row(index, value), manifest.row_totals(value))
         seen[piece] = hit
         shaped, share = hit
@@ -215,8 +198,8 @@ def read(path: Path) -> Manifest | None:
         if by_piece is not None:
             return Manifest(*by_piece, skipped=0)
         try:
-            data = _loads(raw_bytes)
-        except ValueError as exc:
+            data = manifest.parse_json(raw_bytes)  # the CLI's reader: a BOM is fine, big integers exact
+        except (ValueError, RecursionError) as exc:
             raise _unparseable(exc) from exc
     if not isinstance(data, list):
         raise ManifestUnreadable(
