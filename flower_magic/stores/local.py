@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from flower_magic.core.project import local_transcript, project_key
+from flower_magic.stores.chain import is_made_up
 
 LOCAL_ONLY_TYPES = frozenset({"api-request", "api-request-shape", "api-request-blob"})  # never mirrored
-MADE_UP = ("seal-", "heal-")  # the pruning layer's own entries (see stores/prune.py)
 RESUME_DIR_GLOB = "claude-resume-*"
+NOTICE_PREFIX = "[Request interrupted"  # the CLI's own interrupt notices are not prompts
 
 
 def candidate_files(workspace: Path, session_id: str, env: dict[str, str]) -> list[Path]:
@@ -60,7 +61,7 @@ def missing_entries(stored: list[dict[str, Any]], local: list[dict[str, Any]]) -
     out = []
     for entry in local:
         uid = entry.get("uuid")
-        if not isinstance(uid, str) or not uid or uid in have or uid.startswith(MADE_UP):
+        if not isinstance(uid, str) or not uid or uid in have or is_made_up(uid):
             continue
         if entry.get("type") in LOCAL_ONLY_TYPES:
             continue
@@ -94,6 +95,25 @@ def has_answer(entries: list[dict[str, Any]]) -> bool:
     for entry in entries:
         msg = entry.get("message")
         if entry.get("type") == "assistant" and isinstance(msg, dict) and msg.get("model") != "<synthetic>":
+            return True
+    return False
+
+
+def has_prompt(entries: list[dict[str, Any]]) -> bool:
+    """The transcript holds a prompt the model was given: a user entry with text of its own (not a tool
+    result, not the CLI's meta lines, not an interrupt notice)."""
+    for entry in entries:
+        if entry.get("type") != "user" or entry.get("isMeta") or entry.get("isSidechain"):
+            continue
+        msg = entry.get("message")
+        content = msg.get("content") if isinstance(msg, dict) else None
+        if isinstance(content, str):
+            texts = [content]
+        elif isinstance(content, list):
+            texts = [str(b.get("text") or "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+        else:
+            continue
+        if any(t.strip() and not t.lstrip().startswith(NOTICE_PREFIX) for t in texts):
             return True
     return False
 

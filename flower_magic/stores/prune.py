@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import re
 import secrets
 from collections.abc import Iterable
@@ -37,7 +38,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from flower_magic.stores.sqlite import SqliteSessionStore
+from flower_magic.stores.chain import HEAL, SEAL, Relink, made_up_id, repair, to_stored
+from flower_magic.stores.rows import ENCODER
+from flower_magic.stores.sqlite import SqliteSessionStore, store_key
 
 if TYPE_CHECKING:
     from claude_agent_sdk.types import SessionKey, SessionStoreEntry
@@ -314,10 +317,12 @@ def _heal(entries: list[Entry], text: str, added: list[str]) -> list[Entry]:
                 pending = pending + orphans[i]
                 k += 1
         holder = entries[i]
+        uid = holder.get("uuid")
         heal: Entry = {
             **_outer(holder),
             "type": "user",
-            "uuid": "heal-" + secrets.token_hex(6),
+            # Named after its parent, so a CLI entry written under it is stored under the real one.
+            "uuid": made_up_id(HEAL, uid) if isinstance(uid, str) and uid else f"{HEAL}-{secrets.token_hex(6)}",
             "parentUuid": holder.get("uuid"),
             "timestamp": holder.get("timestamp"),
             "message": {
@@ -327,7 +332,6 @@ def _heal(entries: list[Entry], text: str, added: list[str]) -> list[Entry]:
                 ],
             },
         }
-        uid = holder.get("uuid")
         # Its first child is almost always the next entry; orphans are rare, so a scan is cheap.
         child = next((j for j in range(i + 1, len(entries)) if entries[j].get("parentUuid") == uid), None)
         if child is not None:
@@ -366,15 +370,19 @@ def _seal(entries: list[Entry], added: list[str]) -> list[Entry]:
     tail = next(
         (e for e in reversed(entries) if e.get("uuid") and "parentUuid" in e and not e.get("isSidechain")), leaf
     )
+    parent = tail.get("uuid")
+    # Named after its parent: the CLI writes its next entry under the seal, and the store keeps that
+    # entry under the parent instead (stores/chain.py), so the stored chain never names the seal.
+    seal_id = made_up_id(SEAL, parent) if isinstance(parent, str) and parent else f"{SEAL}-{secrets.token_hex(6)}"
     seal: Entry = {
         **_outer(leaf),
         "type": "assistant",
-        "uuid": "seal-" + secrets.token_hex(6),
-        "parentUuid": tail.get("uuid"),
+        "uuid": seal_id,
+        "parentUuid": parent,
         "timestamp": leaf.get("timestamp"),
         "isApiErrorMessage": True,
         "message": {
-            "id": "seal-" + secrets.token_hex(6),
+            "id": seal_id,
             "type": "message",
             "role": "assistant",
             "model": SYNTHETIC_MODEL,
@@ -400,6 +408,7 @@ class ResumeView:
     rewritten: set[str] = field(default_factory=set)
     added: set[str] = field(default_factory=set)
     report: dict[str, Any] = field(default_factory=dict)
+    relinks: list[Relink] = field(default_factory=list)
 
 
 def resume_view(
@@ -425,7 +434,10 @@ def resume_view(
     tp = trim if isinstance(trim, TrimPolicy) else TrimPolicy(enabled=bool(trim))
     report: dict[str, Any] = {"expired": 0, "cleared": 0, "kept": 0, "chars_saved": 0, "unspilled": 0}
     rewritten: set[str] = set()
-    work = entries  # expire, trim and prune copy what they change; ``entries`` is never modified
+    # A chain broken by an earlier resume copy (0.1.0's random seals) is walked whole again first.
+    work, relinks = repair(entries)  # expire, trim and prune copy what they change; ``entries`` is never modified
+    rewritten.update(r.uuid for r in relinks if r.uuid)
+    report["relinked"] = len(relinks)
     # Rewriting a 100K-entry session allocates tens of thousands of containers, and each collection
     # the cyclic collector starts walks the whole session again (a third of the time of a big load).
     # Nothing made here forms a cycle, so collecting afterwards loses nothing.
@@ -449,7 +461,7 @@ def resume_view(
     report["sealed"] = len(pruned.added) - healed
     dropped = set(pruned.dropped)
     rewritten = (rewritten | set(pruned.rewritten)) - dropped
-    return ResumeView(pruned.entries, dropped, rewritten, set(pruned.added), report)
+    return ResumeView(pruned.entries, dropped, rewritten, set(pruned.added), report, relinks)
 
 
 class PruningSessionStore(SqliteSessionStore):
@@ -497,4 +509,35 @@ class PruningSessionStore(SqliteSessionStore):
             write=True,
         )
         self.last_report = view.report
+        mended = [r for r in view.relinks if r.was_made_up and r.uuid]
+        if mended:
+            # Stored entries that name a made-up parent (0.1.0) are fixed where they lie, so every later
+            # reader, the original runtime included, walks the whole chain without this repair.
+            await asyncio.to_thread(self._relink_stored, key, mended)
         return cast("list[SessionStoreEntry]", view.entries)
+
+    async def append(self, key: SessionKey, entries: list[SessionStoreEntry]) -> None:
+        """Store a batch, with links to the resume copy's own entries re-pointed to real ones."""
+        fixed = to_stored(cast("list[Entry]", entries))
+        await super().append(key, cast("list[SessionStoreEntry]", fixed))
+
+    def _relink_stored(self, key: SessionKey, relinks: list[Relink]) -> None:
+        """Rewrite the named link of stored entries (by uuid); the only in-place change the store makes."""
+        if self.is_readonly:
+            return
+        sk = store_key(key)
+        with self._writing() as db:
+            for relink in relinks:
+                row = db.execute(
+                    "SELECT payload FROM entries WHERE store_key = ? AND uid = ?", (sk, relink.uuid)
+                ).fetchone()
+                if row is None:
+                    continue
+                entry = json.loads(row[0])
+                if entry.get(relink.name) != relink.old:
+                    continue  # changed meanwhile: leave it
+                entry[relink.name] = relink.new
+                db.execute(
+                    "UPDATE entries SET payload = ? WHERE store_key = ? AND uid = ?",
+                    (ENCODER.encode(entry), sk, relink.uuid),
+                )
