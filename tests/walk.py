@@ -1,0 +1,509 @@
+"""A seeded random walk over one directory: failures in sequences, the invariant checked after each.
+
+Every operation is a real process running the default workflow (``tests/walk_child.py``, which runs
+what ``flower`` runs) with the real Claude Code CLI against the fake Messages API, on one workspace
+and one ``HOME`` for the whole walk, as a person has. An operation is a way of starting (continue,
+say something at wake, ``--new``, a context that fills and hands off) times something that happens to
+it (nothing, ``kill -9`` at one of four moments, ``SIGTERM``, an outage, an interrupt with words).
+
+After every operation:
+    - every worker request of the op, in the session it was sent for, carries every phrase said to
+      that session before the op (in order) and the brief it started from; every clarifier request
+      carries the task; the last worker request of a finished op also carries what was said in it;
+    - every ``tool_use`` in every request has exactly one result; no request holds ``API Error``,
+      ``ECONNREFUSED``, ``No response requested.`` or assistant text the model never wrote;
+    - the requests' session is the one lineage.json names for the step;
+    - lineage.json and manifest.json parse; sessions.db passes ``PRAGMA integrity_check`` and no
+      stored entry of the work session names a parent that does not exist;
+    - no Claude Code process of this workspace outlives the op.
+
+``Walk(seed).run(n)`` returns the failures (empty when the invariant held); ``scripts/soak`` runs
+many seeds and prints the figures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flower_magic.core.project import project_key
+from flower_magic.core.wake import TASK_NAME
+from flower_magic.stores.chain import dangling
+from flower_magic.testing import FakeAnthropic, Reply, Request, text, tool_pairing_error, tool_use
+from flower_magic.testing.roles import role_of
+
+CHILD = Path(__file__).with_name("walk_child.py")
+WINDOW_TOKENS = 200_000  # passed as --window; a reply reporting more than the hand-off line fills it
+FULL_TOKENS = 170_000  # past the hand-off line of a 200K window (150K)
+DEBRIS = ("API Error", "ECONNREFUSED", "Connection refused", "No response requested")
+WORK_STEP = "干活"
+CLARIFY_STEP = "确认需求"
+PROC_GIVE_UP_S = 240.0  # a hung op fails the walk instead of hanging it
+TOOL_SLEEP_S = 1.5  # the worker's tool call runs this long: room to strike mid-call
+STARTS = ("continue", "continue", "wake", "handoff", "new")
+EVENTS = ("none", "none", "kill", "kill", "kill", "term", "outage", "interrupt")
+MOMENTS = ("early", "request", "tool", "flush")
+
+BRIEF = """确认书如下。
+
+## 目标
+{marker}:把 data/ 里的 CSV 清洗干净。
+
+## 验收标准
+- clean.py 存在并能运行
+
+## 边界
+不联网。
+
+## 未知与假设
+CSV 用逗号分隔(假设)。
+"""
+HANDOFF_DOC = """## 现在在做什么
+在写 clean.py,做到一半。
+
+## 已经定下的
+- 用标准库 csv,因为不许装包。
+
+## 走不通的路
+- 无。
+
+## 下一步
+- 把 clean.py 写完。
+
+## 现场
+- clean.py
+"""
+
+
+@dataclass
+class Failure:
+    seed: int
+    op: int
+    what: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"seed {self.seed} op {self.op} ({self.what}): {self.detail}"
+
+
+@dataclass
+class Op:
+    start: str
+    event: str
+    moment: str = ""
+    said: str = ""
+
+    def __str__(self) -> str:
+        tail = f"@{self.moment}" if self.moment else ""
+        return f"{self.start}+{self.event}{tail}"
+
+
+@dataclass
+class Session:
+    """What one work session must hold: the brief it began with (None: a successor) and what was said."""
+
+    marker: str | None
+    said: list[str] = field(default_factory=list)
+
+
+class Model:
+    """The fake API's answer to every request, by role: the clarifier writes the brief, the worker runs
+    one slow shell command and then says it is done, a hand-off request gets the document."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.marker = "任务标记-T0"
+        self.full = False  # report a context past the hand-off line, once
+        self.delay_s = 0.0  # slow the next answers (a strike lands while a request is in flight)
+        self.written: set[str] = set()
+        self.n = 0
+        self.finals = 0  # worker text replies served (the step's last answer)
+        self.tools = 0
+
+    def _say(self, body: str, **kw: Any) -> Reply:
+        with self.lock:
+            self.written.add(body)
+        return text(body, **kw)
+
+    def __call__(self, request: Request) -> Reply:
+        with self.lock:
+            self.n += 1
+            n, delay = self.n, self.delay_s
+        role = role_of(request)
+        if role == "clarifier":
+            return self._say(BRIEF.format(marker=self.marker), delay_s=delay)
+        if role == "handoff":
+            return self._say(HANDOFF_DOC, delay_s=delay)
+        if role in ("goal", "judge"):
+            return self._say("(不用)", delay_s=delay)
+        last = request.messages[-1] if request.messages else {}
+        content = last.get("content")
+        answered = isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+        )
+        with self.lock:
+            # One reply reports the context full: the session hands off once, its successor starts small.
+            usage = {"input_tokens": FULL_TOKENS} if self.full else {}
+            self.full = False
+        if answered:
+            with self.lock:
+                self.finals += 1
+            return self._say(f"第 {n} 轮做完了。", delay_s=delay, usage=usage)
+        with self.lock:
+            self.tools += 1
+        return tool_use("Bash", {"command": f"sleep {TOOL_SLEEP_S}; echo ok-{n}"}, delay_s=delay, usage=usage)
+
+
+def _session_of(request: Request) -> str:
+    return request.headers.get("x-claude-code-session-id", "")
+
+
+def _in_order(haystack: str, needles: list[str]) -> str | None:
+    """The first needle missing from ``haystack`` or out of order; None when all are there in order."""
+    at = 0
+    for needle in needles:
+        found = haystack.find(needle, at)
+        if found < 0:
+            return needle if needle not in haystack else f"{needle} (out of order)"
+        at = found + len(needle)
+    return None
+
+
+def _claude_pids(workspace: Path) -> list[int]:
+    """Live Claude Code processes whose working directory is ``workspace`` (Linux /proc)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if Path(os.readlink(proc / "cwd")) != workspace:
+                continue
+            cmd = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"claude" in cmd and b"walk_child" not in cmd:
+            pids.append(int(proc.name))
+    return pids
+
+
+class Walk:
+    """One seeded walk. ``run(n)`` performs ``n`` operations and returns the failures."""
+
+    def __init__(self, seed: int, root: Path, *, log: Callable[[str], None] | None = None) -> None:
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.root = root
+        self.ws = root / "ws"
+        self.ws.mkdir(parents=True, exist_ok=True)
+        self.home = root / "home"
+        self.home.mkdir(exist_ok=True)
+        self.interrupt_file = root / "interrupt.txt"
+        self.model = Model()
+        self.api = FakeAnthropic(default=self.model)
+        self.failures: list[Failure] = []
+        self.log = log or (lambda line: None)
+        self.ops_done = 0
+        self.sessions: dict[str, Session] = {}  # work session id -> what it must hold
+        self.task = ""
+        self.started = False
+        self.n_new = 0
+        self.counts: dict[str, int] = {}
+
+    # -- the environment -----------------------------------------------------------------------------
+
+    def env(self) -> dict[str, str]:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_MODEL", "FLOWER_WINDOW")
+        }
+        env.update(self.api.env(self.home))
+        env.update(PYTHONUNBUFFERED="1", WALK_INTERRUPT_FILE=str(self.interrupt_file), FLOWER_LANG="zh")
+        return env
+
+    def lineage(self) -> dict[str, Any]:
+        path = self.ws / "runs" / "lineage.json"
+        return dict(json.loads(path.read_text(encoding="utf-8"))) if path.exists() else {}
+
+    def work_sid(self) -> str | None:
+        return (self.lineage().get("steps") or {}).get(WORK_STEP)
+
+    # -- choosing ------------------------------------------------------------------------------------
+
+    def choose(self) -> Op:
+        start = self.rng.choice(STARTS) if self.started else "task"
+        event = self.rng.choice(EVENTS)
+        op = Op(start, event, self.rng.choice(MOMENTS) if event in ("kill", "term") else "")
+        if event == "term" and op.moment == "early":
+            op.moment = "tool"
+        if start == "wake":
+            op.said = f"唤醒补充-{self.seed}-{self.ops_done}"
+        elif event == "interrupt":
+            op.said = f"打断的话-{self.seed}-{self.ops_done}"
+        return op
+
+    # -- one op -------------------------------------------------------------------------------------
+
+    def argv(self, op: Op) -> list[str]:
+        args = ["--no-goal", "--window", str(WINDOW_TOKENS), "--timeout", "0"]
+        if op.start == "task":
+            self.task = f"清洗 CSV({self.model.marker})"
+            return [*args, self.task]
+        if op.start == "new":
+            self.n_new += 1
+            self.model.marker = f"任务标记-T{self.n_new}"
+            self.task = f"清洗 CSV({self.model.marker})"
+            return [*args, "--new", self.task]
+        if op.start == "wake":
+            return [*args, op.said]
+        return args
+
+    def step(self) -> None:
+        op = self.choose()
+        index = self.ops_done
+        self.ops_done += 1
+        self.counts[str(op)] = self.counts.get(str(op), 0) + 1
+        before_sid = self.work_sid()
+        if op.start == "new":
+            before_sid = None
+        expected = {sid: Session(s.marker, list(s.said)) for sid, s in self.sessions.items()}
+        n_req = len(self.api.requests)
+        self.model.full = op.start == "handoff"
+        self.model.delay_s = 0.8 if op.moment in ("request", "early") or op.event == "outage" else 0.0
+        argv = self.argv(op)
+        self.log(f"[{self.seed}:{index}] {op}")
+        rc = self.perform(op, argv)
+        self.model.full, self.model.delay_s = False, 0.0
+        # Killed before it wrote a byte (still importing): nothing was started, the task was never said.
+        self.started = self.started or (self.ws / ".flower" / "notes" / TASK_NAME).exists()
+        after_sid = self.work_sid()
+        handed_off = any(role_of(r) == "handoff" for r in self.api.requests[n_req:])
+        self.account(op, before_sid, after_sid, handed_off=handed_off)
+        self.check(index, op, expected, n_req, rc)
+
+    def perform(self, op: Op, argv: list[str]) -> int | None:
+        proc = subprocess.Popen(
+            [sys.executable, str(CHILD), *argv],
+            cwd=self.ws,
+            env=self.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        events: list[dict[str, Any]] = []
+        arrived = threading.Condition()
+
+        def read() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                with arrived:
+                    events.append(event)
+                    arrived.notify_all()
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        err: list[str] = []
+        err_reader = threading.Thread(target=lambda: err.append(proc.stderr.read() if proc.stderr else ""), daemon=True)
+        err_reader.start()
+        n_req, finals = len(self.api.requests), self.model.finals
+        try:
+            if op.event in ("kill", "term"):
+                self.wait_moment(proc, op.moment, events, arrived, n_req, finals)
+                if proc.poll() is None:
+                    os.kill(proc.pid, signal.SIGKILL if op.event == "kill" else signal.SIGTERM)
+            elif op.event == "outage":
+                self.wait_moment(proc, "request", events, arrived, n_req, finals)
+                self.api.stop()
+                time.sleep(self.rng.uniform(0.3, 3.5))
+                self.api.start()
+            elif op.event == "interrupt":
+                self.wait_moment(proc, "tool", events, arrived, n_req, finals)
+                self.interrupt_file.write_text(op.said, encoding="utf-8")
+                if proc.poll() is None:
+                    os.kill(proc.pid, signal.SIGUSR1)
+                else:
+                    op.said = ""  # the run ended before the words could be said
+            rc = proc.wait(timeout=PROC_GIVE_UP_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            self.fail(self.ops_done - 1, op, "hung", f"no exit within {PROC_GIVE_UP_S} s")
+            rc = None
+        finally:
+            if not self.api.running:
+                self.api.start()
+        reader.join(timeout=10)
+        err_reader.join(timeout=10)
+        self.last_events, self.last_err = events, "".join(err)
+        return rc
+
+    def wait_moment(
+        self,
+        proc: subprocess.Popen[str],
+        moment: str,
+        events: list[dict[str, Any]],
+        arrived: threading.Condition,
+        n_req: int,
+        finals: int,
+    ) -> None:
+        """Block until ``moment`` of this run (or its end), then a random little more."""
+        give_up = time.monotonic() + 60
+
+        def until(happened: Callable[[], bool]) -> None:
+            while not happened() and proc.poll() is None and time.monotonic() < give_up:
+                with arrived:
+                    arrived.wait(0.02)
+
+        if moment == "early":
+            time.sleep(self.rng.uniform(0.0, 0.6))
+            return
+        if moment == "request":
+            until(lambda: len(self.api.requests) > n_req)
+            time.sleep(self.rng.uniform(0.0, 0.6))
+        elif moment == "tool":
+            until(lambda: any(e.get("kind") == "tool_call" for e in events))
+            time.sleep(self.rng.uniform(0.0, TOOL_SLEEP_S))
+        elif moment == "flush":
+            until(lambda: self.model.finals > finals)
+            time.sleep(self.rng.uniform(0.0, 0.25))
+
+    # -- what the directory must hold now ------------------------------------------------------------
+
+    def account(self, op: Op, before: str | None, after: str | None, *, handed_off: bool) -> None:
+        """Update what each work session must hold, from what was said and which session now works."""
+        if op.start in ("task", "new"):
+            self.sessions = {k: v for k, v in self.sessions.items() if k == before}
+        if after and after != before and after not in self.sessions:
+            # A new work session: the first after a task or --new begins from the brief; any other is
+            # a hand-off's successor, which begins from the hand-off document.
+            fresh = (op.start in ("task", "new") or before is None) and not handed_off
+            self.sessions[after] = Session(self.model.marker if fresh else None)
+        if op.said and after in self.sessions:
+            self.sessions[after].said.append(op.said)
+
+    def fail(self, index: int, op: Op, what: str, detail: str) -> None:
+        self.failures.append(Failure(self.seed, index, f"{op}: {what}", detail))
+        self.log(f"  FAIL {what}: {detail}")
+
+    def check(self, index: int, op: Op, expected: dict[str, Session], n_req: int, rc: int | None) -> None:
+        if op.event in ("none", "outage", "interrupt") and rc != 0:
+            tail = (self.last_err or "").strip().splitlines()[-3:]
+            done = next((e for e in reversed(self.last_events) if e.get("kind") == "done"), {})
+            self.fail(index, op, "exit", f"rc={rc} failed={done.get('failed')} error={done.get('error')} {tail}")
+        # Files parse, the store is whole.
+        for name in ("lineage.json", "manifest.json"):
+            path = self.ws / "runs" / name
+            if path.exists():
+                try:
+                    json.loads(path.read_text(encoding="utf-8"))
+                except ValueError as exc:
+                    self.fail(index, op, name, str(exc))
+        db = self.ws / "runs" / "sessions.db"
+        if db.exists():
+            con = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True)
+            try:
+                ok = con.execute("PRAGMA integrity_check").fetchone()
+                if ok != ("ok",):
+                    self.fail(index, op, "integrity", str(ok))
+                sid = self.work_sid()
+                if sid:
+                    rows = con.execute(
+                        "SELECT payload FROM entries WHERE store_key = ? ORDER BY seq",
+                        (f"{project_key(self.ws)}/{sid}",),
+                    ).fetchall()
+                    broken = dangling(json.loads(p) for (p,) in rows)
+                    if broken:
+                        self.fail(index, op, "chain", f"{len(broken)} stored entries name a missing parent")
+            finally:
+                con.close()
+        # No agent outlives the op.
+        give_up = time.monotonic() + 15
+        while _claude_pids(self.ws) and time.monotonic() < give_up:
+            time.sleep(0.1)
+        alive = _claude_pids(self.ws)
+        if alive:
+            self.fail(index, op, "orphan", f"Claude Code still alive: {alive}")
+            for pid in alive:
+                os.kill(pid, signal.SIGKILL)
+        self.check_requests(index, op, expected, n_req, rc)
+
+    def check_requests(self, index: int, op: Op, expected: dict[str, Session], n_req: int, rc: int | None) -> None:
+        requests = self.api.requests[n_req:]
+        steps = self.lineage().get("steps") or {}
+        if os.environ.get("WALK_DEBUG"):
+            for req in requests:
+                head = f"    req {req.index} {role_of(req)} {_session_of(req)[:8]} {req.reply_kind}"
+                self.log(f"{head} {req.last_user_text[:60]!r}")
+            self.log(f"    lineage {steps}")
+        last_worker: dict[str, Request] = {}
+        for req in requests:
+            role = role_of(req)
+            body = req.all_text
+            pairing = tool_pairing_error(req.messages)
+            if pairing:
+                self.fail(index, op, "pairing", f"request {req.index}: {pairing}")
+            for bad in DEBRIS:
+                if bad in body:
+                    self.fail(index, op, "debris", f"request {req.index} ({role}) holds {bad!r}")
+            for msg in req.messages:
+                if msg.get("role") == "assistant":
+                    for block in msg.get("content") or []:
+                        said = block.get("text") if isinstance(block, dict) and block.get("type") == "text" else None
+                        if said and said.strip() and said not in self.model.written:
+                            self.fail(index, op, "invented", f"request {req.index}: assistant said {said[:80]!r}")
+            sid = _session_of(req)
+            if role == "clarifier":
+                if self.task and self.model.marker not in body:
+                    self.fail(index, op, "task", f"clarifier request {req.index} lacks the task")
+                continue
+            if role != "worker":
+                continue
+            last_worker[sid] = req
+            must = expected.get(sid)
+            if must is None:
+                continue  # a session that began in this op: checked below by its last request
+            missing = _in_order(body, ([must.marker] if must.marker else []) + must.said)
+            if missing:
+                self.fail(index, op, "lost", f"worker request {req.index} (session {sid[:8]}) lacks {missing!r}")
+        # The op's last worker request carries what was said in it too, and is for lineage's session.
+        current = steps.get(WORK_STEP)
+        if last_worker and current:
+            tail = max(last_worker.values(), key=lambda r: r.index)
+            if _session_of(tail) != current and rc is not None and rc >= 0:
+                self.fail(
+                    index,
+                    op,
+                    "lineage",
+                    f"last worker request is for {_session_of(tail)[:8]}, lineage says {current[:8]}",
+                )
+            must = self.sessions.get(_session_of(tail))
+            if must is not None and op.event not in ("kill", "term") and rc == 0:
+                missing = _in_order(tail.all_text, ([must.marker] if must.marker else []) + must.said)
+                if missing:
+                    self.fail(index, op, "lost", f"last worker request {tail.index} lacks {missing!r}")
+
+    # -- the walk ------------------------------------------------------------------------------------
+
+    def run(self, n_ops: int) -> list[Failure]:
+        self.api.start()
+        try:
+            for _ in range(n_ops):
+                self.step()
+        finally:
+            self.api.stop()
+        return self.failures
