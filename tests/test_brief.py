@@ -1,16 +1,24 @@
-"""需求.md: parsing (aliases, decorations, fences, duplicates), writing, loading, appending."""
+"""需求.md: parsing (aliases, decorations, fences, duplicates), writing, loading, appending; other
+encodings and headings a person uses; never replacing what a person wrote."""
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
+import stat
+import tempfile
+import time
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from flower_magic.core.note import record_path
+from flower_magic.workflow import brief as brief_note
 from flower_magic.workflow.brief import (
     ALIASES,
     RUNTIME_LABEL,
@@ -238,7 +246,8 @@ def test_write_and_load(tmp_path: Path) -> None:
     assert Brief.load(path).complete()  # type: ignore[union-attr]
     Brief(goal="只有目标").write(path)
     assert Brief.load(path) == Brief(goal="只有目标")
-    assert sorted(p.name for p in path.parent.iterdir()) == ["需求.md"]  # no temp file left
+    # no temp file left; the record of what flower wrote sits beside it
+    assert sorted(p.name for p in path.parent.iterdir()) == [".需求.md.flower.json", "需求.md"]
 
 
 def test_load_missing_unreadable_undecodable(tmp_path: Path) -> None:
@@ -319,3 +328,264 @@ def test_a_fifo_under_the_brief_name_does_not_hang(tmp_path: Path) -> None:
     fifo = tmp_path / "需求.md"
     os.mkfifo(fifo)
     assert Brief.load(fifo) is None
+
+
+# --- what a person does to the file: other encodings, other headings --------------------------
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        CANONICAL.encode("utf-8-sig"),  # Notepad's "UTF-8 with BOM"
+        CANONICAL.encode("utf-16"),  # a BOM, then little-endian (Notepad's "Unicode")
+        codecs.BOM_UTF16_BE + CANONICAL.encode("utf-16-be"),
+        CANONICAL.encode("gb18030"),  # an editor set to GBK / GB18030
+        CANONICAL.encode("gbk"),
+        CANONICAL.replace("\n", "\r\n").encode("gb18030"),  # and Windows line ends
+    ],
+)
+def test_load_reads_what_editors_save(tmp_path: Path, data: bytes) -> None:
+    path = tmp_path / "需求.md"
+    path.write_bytes(data)
+    assert Brief.load(path) == FULL
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        CANONICAL.encode("utf-16-le"),  # no BOM: NULs between ASCII bytes, no way to tell it from binary
+        b"\x00\x01\x02\x03 binary \x00",
+        b"\xff\xfe## \xe7\x9b\xae\n\x00\x00",  # a UTF-16 BOM that is not UTF-16 text
+    ],
+)
+def test_load_refuses_what_is_not_text(tmp_path: Path, data: bytes) -> None:
+    path = tmp_path / "需求.md"
+    path.write_bytes(data)
+    assert Brief.load(path) is None
+
+
+@pytest.mark.parametrize(
+    ("heading", "field"),
+    [
+        ("## Goal", "goal"),
+        ("# Goals", "goal"),
+        ("### Objective", "goal"),
+        ("## Acceptance criteria", "accept"),
+        ("## acceptance CRITERIA", "accept"),
+        ("##   Acceptance    criteria  ", "accept"),
+        ("## Acceptance", "accept"),
+        ("**Acceptance criteria**:", "accept"),
+        ("2. Acceptance criteria", "accept"),
+        ("## Definition of done", "accept"),
+        ("## Scope", "bounds"),
+        ("## Out of scope", "bounds"),
+        ("## Non-goals", "bounds"),
+        ("## Unknowns", "unknowns"),
+        ("## Assumptions", "unknowns"),
+        ("## Unknowns and assumptions", "unknowns"),
+        ("## Unknowns & Assumptions:", "unknowns"),
+        ("## Open questions", "unknowns"),
+        ("＃＃ 验收标准", "accept"),  # full-width hashes from an IME
+        ("##\u3000验收标准", "accept"),  # an ideographic space
+        ("##\t验收标准", "accept"),
+        ("## 验收标准\u3000", "accept"),
+        ("**验收标准**：", "accept"),
+        ("１．验收标准", "accept"),  # full-width numbering
+        ("## 未知和假设", "unknowns"),
+    ],
+)
+def test_heading_variants_a_person_types(heading: str, field: str) -> None:
+    brief = Brief.parse(f"{heading}\n内容 body\n")
+    assert getattr(brief, field) == "内容 body"
+    assert sum(bool(getattr(brief, f)) for f in ("goal", "accept", "bounds", "unknowns")) == 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "## Scope creep\n内容",  # words run on after an English alias: another heading
+        "## Goal setting\n内容",
+        "Goals are nice\n内容",  # a sentence
+        "## Goalkeeper\n内容",
+        "- Goal: 内容",  # a list item
+    ],
+)
+def test_english_words_that_are_not_headings(text: str) -> None:
+    assert Brief.parse(text) == Brief()
+
+
+def test_an_english_brief_is_complete() -> None:
+    text = (
+        "# Brief\n\n## Goal\nA md2html script.\n\n### Acceptance Criteria\n- `python md2html.py a.md` writes a.html\n\n"
+        "## Out of scope\nNo GUI.\n\n## Unknowns / assumptions\nCommonMark only.\n"
+    )
+    brief = Brief.parse(text)
+    assert brief.complete()
+    assert brief.accept == "- `python md2html.py a.md` writes a.html"
+    assert brief.unknowns == "CommonMark only."
+
+
+def test_a_body_keeps_its_full_width_characters() -> None:
+    """Headings are matched on half-width forms; the body after one is the person's, unchanged."""
+    assert Brief.parse("＃＃ 验收标准：ｐｙｔｅｓｔ　全绿＃１").accept == "ｐｙｔｅｓｔ　全绿＃１"
+
+
+# --- never replace what a person wrote ----------------------------------------------------------
+
+
+def _asides(path: Path) -> list[Path]:
+    return sorted(path.parent.glob(f"{path.name}.edited-*"))
+
+
+def test_flower_replaces_its_own_file_without_a_copy(tmp_path: Path) -> None:
+    path = tmp_path / "需求.md"
+    assert FULL.write(path) is None  # nothing there
+    assert brief_note.read(path).is_ours
+    append_section(path, WAKE_LABEL, "顺便支持表格")  # flower's append keeps it flower's
+    assert brief_note.read(path).is_ours
+    assert Brief(goal="别的").write(path) is None
+    assert _asides(path) == []
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda t: t.replace("## 验收标准", "## Acceptance"),  # a renamed heading (still complete)
+        lambda t: t.replace("## 边界\n\n不做 GUI\n\n", ""),  # a removed section
+        lambda t: t.replace("pytest 全绿", "pytest 全绿,覆盖率 90%"),  # a changed body
+    ],
+)
+def test_a_person_edit_is_kept_byte_for_byte_before_flower_writes(tmp_path: Path, edit: Any) -> None:
+    path = tmp_path / "需求.md"
+    FULL.write(path)
+    edited = edit(path.read_text(encoding="utf-8")).encode("utf-8")
+    path.write_bytes(edited)
+    now = brief_note.read(path)
+    assert now.is_edited and now.is_news and not now.is_ours
+    aside = FULL.write(path)
+    assert aside is not None and aside.name.startswith("需求.md.edited-")
+    assert aside.read_bytes() == edited
+    assert _asides(path) == [aside]
+    assert path.read_bytes() == FULL.to_markdown().encode("utf-8")
+    assert brief_note.read(path).is_ours
+
+
+@pytest.mark.parametrize("encoding", ["gb18030", "utf-16"])
+def test_a_file_resaved_in_another_encoding_is_a_person_edit(tmp_path: Path, encoding: str) -> None:
+    """The text is flower's, the bytes are the editor's: keep them (the person chose that encoding)."""
+    path = tmp_path / "需求.md"
+    FULL.write(path)
+    resaved = path.read_text(encoding="utf-8").encode(encoding)
+    path.write_bytes(resaved)
+    now = brief_note.read(path)
+    assert now.is_edited and now.text is not None and Brief.parse(now.text) == FULL
+    aside = Brief(goal="新的").write(path)
+    assert aside is not None and aside.read_bytes() == resaved
+
+
+def test_appending_to_a_resaved_file_keeps_its_encoding(tmp_path: Path) -> None:
+    for encoding in ("gb18030", "utf-16", "utf-8-sig"):
+        path = tmp_path / encoding / "需求.md"
+        path.parent.mkdir()
+        path.write_bytes(CANONICAL.encode(encoding))
+        append_section(path, WAKE_LABEL, "顺便支持表格", now=datetime(2026, 1, 2, 3, 4, 5))
+        data = path.read_bytes()
+        assert data.startswith(CANONICAL.encode(encoding))
+        assert data.decode(encoding) == CANONICAL + "\n## 唤醒时追加(03:04:05)\n顺便支持表格\n"
+        assert Brief.load(path) == FULL
+
+
+def test_without_a_record_flower_own_is_what_renders_as_itself(tmp_path: Path) -> None:
+    """A 需求.md from 0.1 or the original runtime (no record beside it): its own rendering is flower's,
+    anything else a person's."""
+    path = tmp_path / "需求.md"
+    path.write_text(FULL.to_markdown() + "\n## 唤醒时追加(01:02:03)\n顺便支持表格\n", encoding="utf-8")
+    assert brief_note.read(path).is_ours
+    assert Brief(goal="别的").write(path) is None
+    record_path(path).unlink()
+    path.write_text(CANONICAL, encoding="utf-8")  # a hand-written brief: not flower's layout
+    assert brief_note.read(path).is_edited
+    assert Brief(goal="别的").write(path) is not None
+
+
+def test_seen_is_per_version(tmp_path: Path) -> None:
+    path = tmp_path / "需求.md"
+    FULL.write(path)
+    path.write_text(CANONICAL.replace("不做 GUI", "不做 GUI,也不做 CLI"), encoding="utf-8")
+    brief_note.read(path).mark_seen()
+    assert brief_note.read(path).is_edited and not brief_note.read(path).is_news
+    append_section(path, WAKE_LABEL, "顺便支持表格")  # flower's append keeps a seen version seen
+    assert not brief_note.read(path).is_news and brief_note.read(path).is_edited
+    path.write_text(CANONICAL, encoding="utf-8")  # the person edits again: news again
+    assert brief_note.read(path).is_news
+
+
+def test_something_unreadable_under_the_name_is_moved_aside_not_replaced(tmp_path: Path) -> None:
+    path = tmp_path / "需求.md"
+    os.mkfifo(path)
+    aside = FULL.write(path)
+    assert aside is not None and stat.S_ISFIFO(aside.lstat().st_mode)
+    assert Brief.load(path) == FULL
+
+
+def test_no_copy_no_write(tmp_path: Path) -> None:
+    """When the person's version cannot be kept, flower does not write either."""
+    path = tmp_path / "需求.md"
+    path.write_text(CANONICAL, encoding="utf-8")
+    taken = [
+        path.with_name(f"需求.md.edited-{time.strftime('%Y%m%d-%H%M%S')}{f'-{n}' if n else ''}") for n in range(1000)
+    ]
+    for name in taken:
+        name.write_text("", encoding="utf-8")
+    with pytest.raises(OSError):
+        Brief(goal="别的").write(path)
+    assert path.read_text(encoding="utf-8") == CANONICAL
+
+
+# --- property: whatever a person and flower do, in any order, every person's version survives ----
+
+_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("write"), st.sampled_from(["一", "二"])),
+        st.tuples(
+            st.just("edit"), st.text(_ALPHABET + "\n#", max_size=40), st.sampled_from(["utf-8", "gb18030", "utf-16"])
+        ),
+        st.tuples(st.just("append"), lines),
+        st.tuples(st.just("seen"), st.just("")),
+    ),
+    max_size=12,
+)
+
+
+@settings(database=None, max_examples=120, deadline=None)
+@given(ops=_ops)
+def test_no_person_version_is_ever_lost(ops: list[tuple[str, ...]]) -> None:
+    """After every operation: each version a person saved that flower then replaced is still on disk,
+    byte for byte; one flower appended to is still the start of the file; and the file is flower's
+    exactly when flower wrote last."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "需求.md"
+        replaced: list[bytes] = []  # person's versions flower wrote over: each must be kept somewhere
+        flower_wrote: bytes | None = None
+        owner = "nobody"
+        for op in ops:
+            before = path.read_bytes() if path.exists() else b""
+            if op[0] == "write":
+                Brief(goal=op[1], accept="a", bounds="b", unknowns="c").write(path)
+                if owner == "person":
+                    replaced.append(before)
+                owner, flower_wrote = "flower", path.read_bytes()
+            elif op[0] == "edit":
+                data = op[1].encode(op[2])
+                path.write_bytes(data)
+                owner = "flower" if data == flower_wrote else "person"
+            elif op[0] == "append":
+                append_section(path, WAKE_LABEL, op[1])
+                assert path.read_bytes().startswith(before)
+                owner = "flower" if owner == "nobody" else owner
+                flower_wrote = path.read_bytes() if owner == "flower" else flower_wrote
+            else:
+                brief_note.read(path).mark_seen()
+            kept = [p.read_bytes() for p in path.parent.glob("需求.md.edited-*")]
+            assert all(data in kept for data in replaced)
+            assert brief_note.read(path).is_ours == (owner != "person")

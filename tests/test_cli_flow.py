@@ -30,6 +30,7 @@ from flower_magic.testing.roles import as_role, role_of
 from flower_magic.workflow.brief import Brief
 from flower_magic.workflow.clarify import CLARIFY_RESUME
 from flower_magic.workflow.goal import Goal
+from flower_magic.workflow.phrases import say
 from flower_magic.workflow.starter import WAKE_NOTHING_SAID
 from tests.helpers import wait_until
 
@@ -551,3 +552,105 @@ def test_clarify_only_on_a_clarified_directory_costs_nothing(
     assert "总花费 $0" in done.out
     assert fake_api.requests == []
     assert not (workspace / "runs" / "manifest.json").exists()
+
+
+# -- issue 10, h (first half): a person's own edit of 需求.md / 目标.md is never lost ----------------
+
+MINE = "a.html 用 UTF-8 编码,标题带锚点"  # words a person adds by hand
+
+
+def _edit_renamed_heading(text: str) -> str:
+    return text.replace("## 验收标准", "## Acceptance criteria")
+
+
+def _edit_removed_section(text: str) -> str:
+    return text.replace("## 边界\n\n不做 GUI。\n\n", "").replace("生成 a.html", f"生成 a.html;{MINE}")
+
+
+def _edit_added_words(text: str) -> str:
+    return text.replace("生成 a.html", f"生成 a.html;{MINE}")
+
+
+def _edit_goal_heading(text: str) -> str:
+    return text.replace("# 判定清单", "# 怎么算做完") + f"- {MINE}\n"
+
+
+@pytest.mark.parametrize(
+    ("note", "edit", "encoding", "kept", "takers"),
+    [
+        # read as written, file untouched: the goals follow it, the resumed worker is given it
+        ("需求.md", _edit_renamed_heading, "utf-8", False, ["goal", "worker"]),
+        # no longer four sections: the clarifier rebuilds the brief from it, the file is kept aside
+        ("需求.md", _edit_removed_section, "utf-8", True, ["clarifier"]),
+        # re-saved by an editor set to GBK / to "Unicode": read as written, untouched
+        ("需求.md", _edit_added_words, "gb18030", False, ["goal", "worker"]),
+        ("需求.md", _edit_added_words, "utf-16", False, ["goal", "worker"]),
+        # an unknown checklist heading: the goal setter derives the goal again from it, kept aside
+        ("目标.md", _edit_goal_heading, "utf-8", True, ["goal"]),
+    ],
+    ids=["renamed-heading", "removed-section", "gb18030", "utf-16", "goal-heading"],
+)
+def test_a_person_edit_survives_is_told_and_reaches_the_model(
+    fake_api: FakeAnthropic,
+    child_env: dict[str, str],
+    workspace: Path,
+    note: str,
+    edit: Any,
+    encoding: str,
+    kept: bool,
+    takers: list[str],
+) -> None:
+    """After a complete run the person edits a note by hand and runs ``flower`` again: their bytes stay
+    on disk (the file untouched, or a byte-identical copy beside it), one line tells them, and the
+    model's request carries their text as they wrote it. The run after that says and resends nothing."""
+    fake_api.add(
+        as_role("clarifier", text(BRIEF)),
+        as_role("goal", text(GOAL)),
+        as_role("worker", text("写好了 md2html.py")),
+        as_role("judge", text(ACHIEVED)),
+    )
+    assert_clean_exit(flower(workspace, child_env, TASK, devnull=True))
+    path = notes(workspace) / note
+    edited = edit(path.read_text(encoding="utf-8"))
+    data = edited.encode(encoding)
+    path.write_bytes(data)
+
+    n0 = len(fake_api.requests)
+    fixed = BRIEF.replace("生成 a.html", f"生成 a.html;{MINE}").replace("不做 GUI。", "(人删掉了这一段)")
+    fake_api.add(
+        as_role("clarifier", text(fixed)),
+        as_role("goal", text(GOAL + f"- {MINE}\n")),
+        as_role("worker", text("照改过的做了")),
+        as_role("judge", text(ACHIEVED)),
+    )
+    done = flower(workspace, child_env, devnull=True)
+    assert_clean_exit(done)
+
+    # the edit survives on disk
+    asides = list(path.parent.glob(f"{note}.edited-*"))
+    if kept:
+        (aside,) = asides
+        assert aside.read_bytes() == data
+        told = say("note_kept", "zh", name=note, aside=aside)
+    else:
+        assert asides == [] and path.read_bytes() == data
+        told = say("note_edited", "zh", name=note)
+    # the person is told, in one line
+    assert [line for line in done.out.splitlines() if note in line and line.startswith("! ")] == [f"! {told}"]
+    # the model gets the person's text as they wrote it
+    reqs = fake_api.requests[n0:]
+    assert [role_of(r) for r in reqs if edited.strip() in r.last_user_text] == takers
+    worker = next(r for r in reqs if role_of(r) == "worker")
+    assert worker.n_messages > 2  # the same work session, resumed
+    if kept:  # it is given what was rebuilt from the person's text
+        assert MINE in worker.last_user_text
+        assert MINE in path.read_text(encoding="utf-8")
+
+    # taken in once: the next run says nothing and resends nothing
+    n1 = len(fake_api.requests)
+    fake_api.add(as_role("worker", text("又看了一遍")), as_role("judge", text(ACHIEVED)))
+    again = flower(workspace, child_env, devnull=True)
+    assert_clean_exit(again)
+    assert not [line for line in again.out.splitlines() if note in line and line.startswith("! ")]
+    assert [role_of(r) for r in fake_api.requests[n1:]] == ["worker", "judge"]
+    assert fake_api.requests[n1].last_user_text.strip().endswith(WAKE_NOTHING_SAID)

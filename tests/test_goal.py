@@ -1,4 +1,5 @@
-"""目标.md: statement + checklist, aliases, the unverifiable marker, amend, write and load."""
+"""目标.md: statement + checklist, aliases, the unverifiable marker, amend, write and load; other
+encodings and headings a person uses; never replacing what a person wrote."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from flower_magic.core.note import record_path
+from flower_magic.workflow import goal as goal_note
 from flower_magic.workflow.goal import ALIASES, Goal, list_items
 
 GOAL_TEXT = """好的,目标如下。
@@ -114,7 +117,7 @@ def test_write_and_load(tmp_path: Path) -> None:
     goal = Goal.parse(GOAL_TEXT)
     goal.write(path)
     assert Goal.load(path) == goal
-    assert sorted(p.name for p in path.parent.iterdir()) == ["目标.md"]
+    assert sorted(p.name for p in path.parent.iterdir()) == [".目标.md.flower.json", "目标.md"]
 
 
 def test_load_missing_unreadable_undecodable(tmp_path: Path) -> None:
@@ -127,6 +130,56 @@ def test_load_missing_unreadable_undecodable(tmp_path: Path) -> None:
     garbled.write_text("噪声 ``` # 目", encoding="utf-8")
     loaded = Goal.load(garbled)
     assert loaded is not None and not loaded.complete()
+
+
+# --- what a person does to the file ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16", "utf-16-be", "gb18030"])
+def test_load_reads_what_editors_save(tmp_path: Path, encoding: str) -> None:
+    path = tmp_path / "目标.md"
+    data = GOAL_TEXT.encode(encoding)
+    path.write_bytes(b"\xfe\xff" + data if encoding == "utf-16-be" else data)
+    assert Goal.load(path) == Goal.parse(GOAL_TEXT)
+
+
+@pytest.mark.parametrize(
+    ("text", "statement", "checks"),
+    [
+        ("# Goal\n转成 html\n\n# Checklist\n- a\n- b", "转成 html", ["a", "b"]),
+        ("## goals\n转成 html\n## CHECKS\n- a", "转成 html", ["a"]),
+        ("## Definition of done\n转成 html\n## Acceptance  criteria\n- a", "转成 html", ["a"]),
+        ("### Objective:\n转成 html\n### Criteria:\n1. a", "转成 html", ["a"]),
+        ("＃ 目标\n转成 html\n＃　判定清单\n- a", "转成 html", ["a"]),
+        ("# 目标\n转成 html\n## 清单\n- a", "转成 html", ["a"]),
+    ],
+)
+def test_heading_variants_a_person_types(text: str, statement: str, checks: list[str]) -> None:
+    assert Goal.parse(text) == Goal(statement=statement, checks=checks)
+
+
+def test_a_person_edit_is_kept_byte_for_byte_before_flower_writes(tmp_path: Path) -> None:
+    path = tmp_path / "目标.md"
+    goal = Goal.parse(GOAL_TEXT)
+    assert goal.write(path) is None
+    assert goal_note.read(path).is_ours
+    assert Goal(statement="别的", checks=["c"]).write(path) is None  # flower's own: no copy
+    edited = path.read_text(encoding="utf-8").replace("# 判定清单", "# Done when").encode("gb18030")
+    path.write_bytes(edited)
+    assert goal_note.read(path).is_news and not Goal.load(path).complete()  # type: ignore[union-attr]
+    aside = goal.write(path)
+    assert aside is not None and aside.name.startswith("目标.md.edited-")
+    assert aside.read_bytes() == edited
+    assert Goal.load(path) == goal and goal_note.read(path).is_ours
+
+
+def test_without_a_record_flower_own_is_what_renders_as_itself(tmp_path: Path) -> None:
+    path = tmp_path / "目标.md"
+    path.write_text(Goal.parse(GOAL_TEXT).to_markdown(), encoding="utf-8")  # written by 0.1
+    assert not record_path(path).exists() and goal_note.read(path).is_ours
+    path.write_text(GOAL_TEXT, encoding="utf-8")  # written by hand
+    assert goal_note.read(path).is_edited
+    assert Goal(statement="x", checks=["y"]).write(path) is not None
 
 
 # --- property: to_markdown -> parse is the identity -------------------------------------------

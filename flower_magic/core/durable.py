@@ -8,7 +8,8 @@ Guarantees:
       writer process is gone (a ``kill -9`` mid-write) or that are older than ``STALE_TEMP_AGE_S``
       (the pid was reused), and never a fresh one a live process is writing.
     - ``read_capped`` never blocks on a FIFO and never reads more than ``max_bytes + 1`` bytes.
-    - ``set_aside`` moves a file to a new, unused name and never overwrites anything.
+    - ``set_aside`` moves a file to a new, unused name and never overwrites anything; ``copy_aside``
+      writes a durable copy under such a name and leaves the file where it is.
 Not guaranteed:
     - Durability on filesystems that ignore fsync (some network mounts).
     - Liveness checks across machines: a temp written through a shared mount by a process on
@@ -24,6 +25,7 @@ import re
 import secrets
 import stat
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 _TEMP_RE = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.[0-9a-f]{8}\.tmp$")
@@ -143,15 +145,19 @@ def sweep_temps(path: Path) -> list[Path]:
     return removed
 
 
+def _aside_names(path: Path, reason: str) -> Iterator[Path]:
+    """``<name>.<reason>-<YYYYmmdd-HHMMSS>[-N]`` beside ``path``, N counting up (at most 1000 names)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for n in range(1000):
+        yield path.with_name(f"{path.name}.{reason}-{stamp}{f'-{n}' if n else ''}")
+
+
 def set_aside(path: Path, reason: str = "unreadable") -> Path | None:
     """Move ``path`` to ``<name>.<reason>-<YYYYmmdd-HHMMSS>[-N]`` beside it. Returns the new path.
 
     Returns None when the file is gone or cannot be moved (the caller goes on either way).
     """
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    for n in range(1000):
-        suffix = f"-{n}" if n else ""
-        target = path.with_name(f"{path.name}.{reason}-{stamp}{suffix}")
+    for target in _aside_names(path, reason):
         if os.path.lexists(target):
             continue
         try:
@@ -163,3 +169,30 @@ def set_aside(path: Path, reason: str = "unreadable") -> Path | None:
             return None
         return target
     return None
+
+
+def copy_aside(path: Path, data: bytes, reason: str) -> Path:
+    """Keep ``data`` (what was read from ``path``) durably under a new ``set_aside``-style name beside it.
+
+    ``path`` itself is left alone, so a caller that replaces it next never has a moment without it.
+
+    Raises:
+        OSError: no copy could be written (the caller must not replace ``path`` then).
+    """
+    for target in _aside_names(path, reason):
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            continue
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except BaseException:
+            with contextlib.suppress(OSError):
+                target.unlink()
+            raise
+        _fsync_dir(path.parent)
+        return target
+    raise OSError(errno.EEXIST, "no free name to keep a copy under", str(path))

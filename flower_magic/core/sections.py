@@ -5,6 +5,9 @@ Guarantees:
       rest of the text.
     - A heading of the same or a higher level ends the current section, so appended sections
       (``## 唤醒时追加(…)``) never leak into the body before them.
+    - Headings are matched the way a person types them: any case, any run of spaces between the
+      words of an alias, full-width ``＃`` / ``＊`` / ``＿`` / ``．`` / digits / spaces as their
+      half-width forms; bodies are kept exactly as written.
 """
 
 from __future__ import annotations
@@ -12,9 +15,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from functools import lru_cache
-from pathlib import Path
-
-from flower_magic.core.durable import read_capped
 
 # Bodies that mean "nothing here": written by our own to_markdown() or asked for by our prompts.
 PLACEHOLDERS = frozenset(
@@ -42,9 +42,23 @@ def strip_fences(text: str) -> str:
     return "\n".join(out)
 
 
+# Full-width forms an IME leaves in a heading, one character for one, so offsets in a translated
+# line are offsets in the original (the body after a heading is sliced from the original).
+_HALF_WIDTH = str.maketrans(
+    {"＃": "#", "＊": "*", "＿": "_", "．": ".", "\u3000": " ", **{chr(0xFF10 + d): str(d) for d in range(10)}}
+)
+
+
+def heading_key(name: str) -> str:
+    """How an alias is compared: case-folded, runs of spaces as one."""
+    return " ".join(name.split()).casefold()
+
+
 @lru_cache(maxsize=32)
 def _heading_re(names: tuple[str, ...]) -> re.Pattern[str]:
-    alternation = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    alternation = "|".join(
+        r"[ \t]+".join(re.escape(word) for word in n.split()) for n in sorted(names, key=len, reverse=True)
+    )
     return re.compile(
         r"^[ \t]{0,3}(?P<atx>#{1,6})?[ \t]*"
         r"(?P<b1>\*\*|__)?[ \t]*"
@@ -55,20 +69,21 @@ def _heading_re(names: tuple[str, ...]) -> re.Pattern[str]:
         r"(?:[ \t]*(?P<c1>[:：]))?"
         r"(?:[ \t]*(?P<close>\*\*|__))?"
         r"(?:[ \t]*(?P<c2>[:：]))?"
-        r"(?P<rest>.*)$"
+        r"(?P<rest>.*)$",
+        re.IGNORECASE,
     )
 
 
 def _match_heading(line: str, names: tuple[str, ...]) -> tuple[str, int, str] | None:
     """Return (name, level, same-line body) when ``line`` heads one of ``names``."""
-    m = _heading_re(names).match(line)
+    m = _heading_re(names).match(line.translate(_HALF_WIDTH))
     if not m:
         return None
     bold = m.group("b1") or m.group("b2")
     if m.group("close") and not bold:
         return None
     colon = m.group("c1") or m.group("c2")
-    rest = m.group("rest")
+    rest = line[m.start("rest") :]
     if bold and not m.group("close") and rest.rstrip().endswith(bold):
         rest = rest.rstrip()[: -len(bold)]  # **目标:做一个 X**
     decorated = bool(m.group("atx") or bold or m.group("num"))
@@ -79,6 +94,9 @@ def _match_heading(line: str, names: tuple[str, ...]) -> tuple[str, int, str] | 
         if rest and not rest[0].isspace():
             return None
         if not decorated and rest.strip():
+            return None
+        # Words run on after an English alias ("## Scope creep", "## Goal setting"): another heading.
+        if rest.strip() and m.group("name")[-1].isascii():
             return None
     level = len(m.group("atx")) if m.group("atx") else 7
     return m.group("name"), level, rest.strip()
@@ -93,12 +111,12 @@ def _clean(lines: list[str]) -> str:
 def read_sections(text: str, aliases: Mapping[str, str]) -> dict[str, str]:
     """Read headed sections out of Markdown a person or a model wrote.
 
-    A heading is any alias (longest first), optionally decorated: ``#``…``######``, ``**X**`` /
-    ``__X__``, numbering (``3.`` ``3、`` ``3)``), a trailing ``:``/``：``; text after it on the same
-    line is body. Fenced code blocks are ignored, horizontal rules dropped, runs of blank lines
-    collapsed. Any other ``#`` heading of the same or a higher level ends the current section (so
-    appended ``## 唤醒时追加(…)`` notes never leak into the last section). A body that is only a
-    placeholder such as ``(未填)`` counts as empty.
+    A heading is any alias (longest first, any case, any spacing between its words), optionally
+    decorated: ``#``…``######``, ``**X**`` / ``__X__``, numbering (``3.`` ``3、`` ``3)``), a trailing
+    ``:``/``：``, full-width marks; text after it on the same line is body. Fenced code blocks are
+    ignored, horizontal rules dropped, runs of blank lines collapsed. Any other ``#`` heading of the
+    same or a higher level ends the current section (so appended ``## 唤醒时追加(…)`` notes never leak
+    into the last section). A body that is only a placeholder such as ``(未填)`` counts as empty.
 
     Args:
         text: the document.
@@ -109,6 +127,7 @@ def read_sections(text: str, aliases: Mapping[str, str]) -> dict[str, str]:
         first non-empty body wins.
     """
     names = tuple(aliases)
+    fields = {heading_key(name): field for name, field in aliases.items()}
     out: dict[str, str] = {}
     current: str | None = None
     level = 7
@@ -125,9 +144,9 @@ def read_sections(text: str, aliases: Mapping[str, str]) -> dict[str, str]:
         if head is not None:
             flush()
             name, level, rest = head
-            current, buf = aliases[name], ([rest] if rest else [])
+            current, buf = fields[heading_key(name)], ([rest] if rest else [])
             continue
-        atx = _ATX_RE.match(line)
+        atx = _ATX_RE.match(line.translate(_HALF_WIDTH))
         if atx and current is not None and len(atx.group(1)) <= level:
             flush()
             current, buf = None, []
@@ -136,15 +155,3 @@ def read_sections(text: str, aliases: Mapping[str, str]) -> dict[str, str]:
             buf.append(line)
     flush()
     return out
-
-
-MAX_NOTE_BYTES = 4 * 1024 * 1024  # a notes document is prose; anything bigger is not one of ours
-
-
-def read_note(path: Path) -> str | None:
-    """The text of a notes document (需求.md, 目标.md); None when it is missing, unreadable, not a
-    regular file (a FIFO must not hang a run), too large, or not UTF-8."""
-    try:
-        return read_capped(Path(path), MAX_NOTE_BYTES).decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None

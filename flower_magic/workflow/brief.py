@@ -1,26 +1,31 @@
 """需求.md, the frozen brief: four sections the clarify step writes and every later step reads.
 
 Sections (canonical heading → field): 目标 → ``goal``, 验收标准 → ``accept``, 边界 → ``bounds``,
-未知与假设 → ``unknowns``. The file is also where a person's later words go: ``append_section`` adds
-``## 唤醒时追加(HH:MM:SS)`` or ``## 运行中补充(HH:MM:SS)`` sections, whose headings are not
-canonical, so they never disturb the four-section parse.
+未知与假设 → ``unknowns``; English headings (Goal, Acceptance criteria, Scope, Out of scope,
+Unknowns, Assumptions, …) are read as the same sections. The file is also where a person's later words
+go: ``append_section`` adds ``## 唤醒时追加(HH:MM:SS)`` or ``## 运行中补充(HH:MM:SS)`` sections, whose
+headings are not canonical, so they never disturb the four-section parse.
 
 Guarantees:
     - ``Brief.load`` never raises: a missing, unreadable or undecodable file is None (the clarify
-      step then runs again), a file without the four sections is an incomplete ``Brief``.
-    - ``write`` replaces the file atomically; ``append_section`` only ever appends.
+      step then runs again), a file without the four sections is an incomplete ``Brief``. UTF-8,
+      UTF-8/UTF-16 with a BOM and GB18030 are read (``core.note``).
+    - ``write`` replaces the file atomically, and never a person's version: a 需求.md whose bytes are
+      not what flower last wrote is kept aside first as ``需求.md.edited-<ts>`` (``core.note``).
+      With no record of what flower wrote, flower's own is a file that ``renders`` as itself.
+    - ``append_section`` only ever appends, in the file's own encoding.
     - ``Brief.parse(b.to_markdown()) == b`` for bodies without headings or fences.
 """
 
 from __future__ import annotations
 
-import os
+import re
 from dataclasses import dataclass, fields
 from datetime import datetime
 from pathlib import Path
 
-from flower_magic.core.durable import write_atomic
-from flower_magic.core.sections import read_note, read_sections
+from flower_magic.core import note
+from flower_magic.core.sections import read_sections
 
 # field -> canonical heading, in document order
 SECTIONS: dict[str, str] = {
@@ -44,6 +49,30 @@ ALIASES: dict[str, str] = {
     "验收条件": "accept",
     "验收": "accept",
     "目标": "goal",
+    "未知和假设": "unknowns",
+    "未知及假设": "unknowns",
+    "待定与假设": "unknowns",
+    # English, as a person writes them (matched in any case, any spacing)
+    "Unknowns and assumptions": "unknowns",
+    "Unknowns & assumptions": "unknowns",
+    "Unknowns / assumptions": "unknowns",
+    "Open questions": "unknowns",
+    "Assumptions": "unknowns",
+    "Unknowns": "unknowns",
+    "Out of scope": "bounds",
+    "Non-goals": "bounds",
+    "Boundaries": "bounds",
+    "Bounds": "bounds",
+    "Scope": "bounds",
+    "Acceptance criteria": "accept",
+    "Acceptance tests": "accept",
+    "Definition of done": "accept",
+    "Done when": "accept",
+    "Acceptance": "accept",
+    "Objectives": "goal",
+    "Objective": "goal",
+    "Goals": "goal",
+    "Goal": "goal",
 }
 
 TITLE = "# 需求确认书"
@@ -51,6 +80,28 @@ EMPTY_BODY = "(未填)"
 WAKE_LABEL = "唤醒时追加"
 RUNTIME_LABEL = "运行中补充"
 APPEND_TITLE = "# 运行中的补充"
+
+# Where the person's later words start: the parser leaves these sections out of the four.
+_ADDED_RE = re.compile(rf"^## (?:{WAKE_LABEL}|{RUNTIME_LABEL})(?:\(|$)", re.MULTILINE)
+
+
+def additions(text: str) -> str:
+    """The sections appended to a brief's text (wake phrases, mid-run words), verbatim; "" if none."""
+    found = _ADDED_RE.search(text)
+    return text[found.start() :].strip() if found else ""
+
+
+def rendered(text: str) -> bool:
+    """Whether ``text`` is exactly what flower writes for the brief it holds (plus flower's appends):
+    how a 需求.md with no record of flower's writes (from 0.1 or the original runtime) is judged."""
+    found = _ADDED_RE.search(text)
+    head = text[: found.start()] if found else text
+    return head.rstrip("\n") == Brief.parse(head).to_markdown().rstrip("\n")
+
+
+def read(path: Path) -> note.Note:
+    """需求.md as it is on disk, and whose it is (never raises)."""
+    return note.Note.read(path, renders=rendered)
 
 
 @dataclass
@@ -76,8 +127,8 @@ class Brief:
 
     @classmethod
     def load(cls, path: Path) -> Brief | None:
-        """Read ``path``; None when it is missing, unreadable, not a regular file or not UTF-8."""
-        text = read_note(path)
+        """Read ``path``; None when it is missing, unreadable, not a regular file or not text."""
+        text = note.read_note(path)
         return None if text is None else cls.parse(text)
 
     def complete(self) -> bool:
@@ -101,13 +152,17 @@ class Brief:
             lines += [f"## {heading}", "", getattr(self, name).strip() or EMPTY_BODY, ""]
         return "\n".join(lines)
 
-    def write(self, path: Path) -> None:
-        """Replace ``path`` with this brief, atomically.
+    def write(self, path: Path, *, added: str = "") -> Path | None:
+        """Replace ``path`` with this brief (and ``added``, the appended sections to keep), atomically.
+
+        Returns:
+            Where a person's version of the file was kept (``需求.md.edited-<ts>``), or None.
 
         Raises:
             OSError: the folder cannot be written; the old file is untouched.
         """
-        write_atomic(Path(path), self.to_markdown().encode("utf-8"))
+        text = self.to_markdown() + (f"\n{added.strip()}\n" if added.strip() else "")
+        return note.replace(Path(path), text.encode("utf-8"), renders=rendered)
 
     def prompt_block(self) -> str:
         """The non-empty sections as ``## <heading>\\n<body>``, blank-line separated: what later steps get."""
@@ -121,7 +176,8 @@ class Brief:
 def append_section(path: Path, label: str, text: str, now: datetime | None = None) -> None:
     """Append ``\\n## <label>(HH:MM:SS)\\n<text>\\n`` to ``path``; never rewrites what is there.
 
-    A file that does not exist yet is created with the title ``# 运行中的补充`` first.
+    A file that does not exist yet is created with the title ``# 运行中的补充`` first; an existing one
+    is appended to in its own encoding (``core.note.append``).
 
     Args:
         path: the brief (需求.md).
@@ -133,20 +189,4 @@ def append_section(path: Path, label: str, text: str, now: datetime | None = Non
         OSError: the file cannot be written.
     """
     stamp = (now or datetime.now()).strftime("%H:%M:%S")
-    section = f"\n## {label}({stamp})\n{text}\n".encode()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # O_EXCL decides "new file" and creates it in one step, so two appenders never both write a title.
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
-        data = (APPEND_TITLE + "\n").encode() + section
-    except FileExistsError:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
-        data = section
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    note.append(Path(path), f"\n## {label}({stamp})\n{text}\n", title=APPEND_TITLE + "\n")

@@ -9,22 +9,29 @@ Guarantees:
       passed, and ``ctx["_brief_missing"]`` names what is missing.
     - What a person added to 需求.md (a wake phrase, words sent mid-run) goes downstream with the
       brief in ``ctx["确认需求"]``, and freezing the brief keeps it.
+    - What a person wrote into 需求.md by hand is never lost (``workflow.edits``): a version that
+      reads as four sections is used as it is, word for word, in ``ctx["确认需求"]``; one that does not
+      is given to the clarifier verbatim ("keep what they said"), and kept aside as
+      ``需求.md.edited-<ts>`` when the clarified brief replaces it. Either way the person is told in
+      one line, and ``ctx["_brief_edited"]`` tells the later steps (goals follow, the worker is told).
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
-from flower_magic.core.durable import write_atomic
+from flower_magic.workflow import brief as brief_note
 from flower_magic.workflow.base import Ctx, Step
-from flower_magic.workflow.brief import RUNTIME_LABEL, WAKE_LABEL, Brief
+from flower_magic.workflow.brief import Brief, additions
+from flower_magic.workflow.edits import hand_over, tell, tell_kept
 from flower_magic.workflow.roles import clarifier
 
 STEP_NAME = "确认需求"
 BRIEF_KEY = "_brief"
 MISSING_KEY = "_brief_missing"
+BRIEF_EDITED_KEY = "_brief_edited"  # a person changed 需求.md by hand, and this run takes it in
+_EDITED_TEXT_KEY = "_brief_edited_text"  # their version, for the clarifier's prompt
 
 # Sent instead of the original request when a clarification that was cut short continues.
 CLARIFY_RESUME = (
@@ -35,27 +42,33 @@ CLARIFY_RESUME = (
     "(上一次是中途断掉的 —— 可能进程被杀了,也可能终端崩了。原因不用管,接着做就行。)\n"
 )
 
-
-# Where the person's later words start in 需求.md: the parser leaves these sections out of the four.
-_ADDED_RE = re.compile(rf"^## (?:{WAKE_LABEL}|{RUNTIME_LABEL})(?:\(|$)", re.MULTILINE)
-
-
-def _additions(path: Path) -> str:
-    """The sections appended to the brief (wake phrases, mid-run words), verbatim; "" if none."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return ""
-    found = _ADDED_RE.search(text)
-    return text[found.start() :].strip() if found else ""
+# Sent (before the request, if there is one) when 需求.md holds a person's version that does not read
+# as the four sections: a renamed or removed heading, a file re-saved by an editor.
+CLARIFY_EDITED = (
+    "人亲手改过需求确认书(.flower/notes/需求.md),但它读不出完整的四段"
+    "(目标 / 验收标准 / 边界 / 未知与假设)。下面是他改后的原文,一字未动:\n\n"
+    "----- 他改后的 需求.md -----\n{text}\n----- 原文到此 -----\n\n"
+    "**以他写的为准**:他写下的每一句都要留在确认书里,改了名字的标题按意思放回对应的段;"
+    "他删掉的段,看得出是有意删的就照实写明,看不出就只问这一段(或按你的判断定下来,写进「未知与假设」)。"
+    "然后交出完整的四段确认书。"
+)
 
 
-def _hydrate(ctx: Ctx, brief: Brief, name: str, added: str = "") -> None:
+def _hydrate(ctx: Ctx, brief: Brief, name: str, added: str = "", *, verbatim: str = "") -> None:
     ctx[BRIEF_KEY] = brief
     # The appended words go downstream too: the goal step re-derives from this text after a wake
-    # phrase, and would otherwise never see the phrase.
-    ctx[name] = brief.prompt_block() + (f"\n\n{added}" if added else "")
+    # phrase, and would otherwise never see the phrase. A person's own version goes as they wrote it.
+    ctx[name] = verbatim.strip() or brief.prompt_block() + (f"\n\n{added}" if added else "")
     ctx.pop(MISSING_KEY, None)
+
+
+def _with_edit(ctx: Ctx, request: str) -> str:
+    """``request`` preceded by the person's version of 需求.md, when the clarifier must rebuild it."""
+    edited = str(ctx.get(_EDITED_TEXT_KEY) or "")
+    if not edited:
+        return request
+    block = CLARIFY_EDITED.format(text=edited)
+    return f"{block}\n\n---\n\n{request}" if request.strip() else block
 
 
 def clarify_step(
@@ -69,6 +82,7 @@ def clarify_step(
     on_fail: str = "stop",
     retries: int = 0,
     max_turns: int | None = None,
+    lang: str = "zh",
 ) -> Step:
     """The clarify step.
 
@@ -77,16 +91,23 @@ def clarify_step(
         brief_path: where the frozen brief lives.
         prompt: the person's request, as they said it.
         always_ask: run even when a complete brief exists.
+        lang: the language of the lines the person reads.
     """
 
     def when(ctx: Ctx) -> bool:
-        if always_ask:
+        ctx.pop(BRIEF_EDITED_KEY, None)
+        now = brief_note.read(brief_path)
+        text = now.text or ""
+        ctx[_EDITED_TEXT_KEY] = text.strip() if now.is_edited else ""
+        brief = Brief.parse(text) if now.text is not None else None
+        if always_ask or brief is None or not brief.complete():
             return True
-        brief = Brief.load(brief_path)
-        if brief is not None and brief.complete():
-            _hydrate(ctx, brief, name, _additions(brief_path))
-            return False
-        return True
+        _hydrate(ctx, brief, name, additions(text), verbatim=text if now.is_edited else "")
+        if now.is_news:
+            ctx[BRIEF_EDITED_KEY] = True
+            hand_over(ctx, now)
+            tell(ctx, lang, "note_edited", path=brief_path)
+        return False
 
     def gate(result: Any, ctx: Ctx) -> bool:
         brief = Brief.parse(result.text or "")
@@ -94,23 +115,33 @@ def clarify_step(
             ctx[MISSING_KEY] = brief.missing()
             return False
         # Words the person sent while the clarification ran were appended to the file; freezing
-        # the brief must not erase them.
-        added = _additions(brief_path)
-        write_atomic(brief_path, (brief.to_markdown() + (f"\n{added}\n" if added else "")).encode("utf-8"))
+        # the brief must not erase them. A person's own version of the file is kept aside.
+        added = additions(brief_note.read(brief_path).text or "")
+        aside = brief.write(brief_path, added=added)
+        if aside is not None:
+            ctx[BRIEF_EDITED_KEY] = True
+            tell_kept(ctx, lang, brief_path, aside)
         _hydrate(ctx, brief, name, added)
         return True
 
     def reduce(result: Any, ctx: Ctx) -> str:
         return str(ctx[name])
 
+    def ask(ctx: Ctx) -> str:
+        return _with_edit(ctx, prompt)
+
+    def resume(ctx: Ctx) -> str:
+        # Not a clarification cut short: the person rewrote the brief, and that is what to pick up.
+        return _with_edit(ctx, prompt) if ctx.get(_EDITED_TEXT_KEY) else CLARIFY_RESUME
+
     return Step(
         name,
         clarifier(channel, instructions=instructions, max_turns=max_turns),
-        prompt,
+        ask,
         when=when,
         gate=gate,
         reduce=reduce,
-        resume_prompt=CLARIFY_RESUME,
+        resume_prompt=resume,
         on_fail=on_fail,
         retries=retries,
     )

@@ -116,4 +116,5 @@ def build(opts: GoOptions, *, on_event: Any = None) -> Starter:
         max_asks=opts.max_asks,
         timeout_s=opts.timeout_s,
         on_event=on_event,
+        lang=opts.lang,
     )

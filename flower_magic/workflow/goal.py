@@ -4,9 +4,14 @@ Sections (canonical heading → field): 目标 → ``statement``, 判定清单 �
 line). A check the environment cannot verify carries ``[此环境无法验证:<why>]``; the goal step warns
 about those, because the judge can never pass them.
 
+English headings (Goal, Checklist, Checks, Acceptance criteria, …) are read as the same sections.
+
 Guarantees:
-    - ``Goal.load`` never raises: a missing, unreadable or undecodable file is None.
-    - ``write`` replaces the file atomically.
+    - ``Goal.load`` never raises: a missing, unreadable or undecodable file is None. UTF-8,
+      UTF-8/UTF-16 with a BOM and GB18030 are read (``core.note``).
+    - ``write`` replaces the file atomically, and never a person's version: a 目标.md whose bytes are
+      not what flower last wrote is kept aside first as ``目标.md.edited-<ts>`` (``core.note``).
+      With no record of what flower wrote, flower's own is a file that ``renders`` as itself.
     - ``Goal.parse(g.to_markdown()) == g`` for single-line checks without list markers.
 """
 
@@ -16,8 +21,8 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from flower_magic.core.durable import write_atomic
-from flower_magic.core.sections import read_note, read_sections
+from flower_magic.core import note
+from flower_magic.core.sections import read_sections
 
 ALIASES: dict[str, str] = {
     "目标": "statement",
@@ -27,6 +32,17 @@ ALIASES: dict[str, str] = {
     "验收清单": "checks",
     "检查项": "checks",
     "判定": "checks",
+    "清单": "checks",
+    # English, as a person writes them (matched in any case, any spacing)
+    "Definition of done": "statement",
+    "Objective": "statement",
+    "Goals": "statement",
+    "Goal": "statement",
+    "Acceptance criteria": "checks",
+    "Acceptance checks": "checks",
+    "Checklist": "checks",
+    "Criteria": "checks",
+    "Checks": "checks",
 }
 EMPTY_BODY = "(空)"
 AMENDED = "(已修改)"
@@ -66,8 +82,8 @@ class Goal:
 
     @classmethod
     def load(cls, path: Path) -> Goal | None:
-        """Read ``path``; None when it is missing, unreadable, not a regular file or not UTF-8."""
-        text = read_note(path)
+        """Read ``path``; None when it is missing, unreadable, not a regular file or not text."""
+        text = note.read_note(path)
         return None if text is None else cls.parse(text)
 
     def complete(self) -> bool:
@@ -88,13 +104,16 @@ class Goal:
         checks = "\n".join(f"- {c}" for c in self.checks) or EMPTY_BODY
         return f"# 目标\n{self.statement.strip() or EMPTY_BODY}\n\n# 判定清单\n{checks}\n"
 
-    def write(self, path: Path) -> None:
+    def write(self, path: Path) -> Path | None:
         """Replace ``path`` with this goal, atomically.
+
+        Returns:
+            Where a person's version of the file was kept (``目标.md.edited-<ts>``), or None.
 
         Raises:
             OSError: the folder cannot be written; the old file is untouched.
         """
-        write_atomic(Path(path), self.to_markdown().encode("utf-8"))
+        return note.replace(Path(path), self.to_markdown().encode("utf-8"), renders=rendered)
 
     def prompt_block(self) -> str:
         """``## 目标`` and, when there are checks, ``## 判定清单``: what the worker and the judge get."""
@@ -102,3 +121,14 @@ class Goal:
         if self.checks:
             block += "\n\n## 判定清单\n" + "\n".join(f"- {c}" for c in self.checks)
         return block
+
+
+def rendered(text: str) -> bool:
+    """Whether ``text`` is exactly what flower writes for the goal it holds: how a 目标.md with no
+    record of flower's writes (from 0.1 or the original runtime) is judged."""
+    return text == Goal.parse(text).to_markdown()
+
+
+def read(path: Path) -> note.Note:
+    """目标.md as it is on disk, and whose it is (never raises)."""
+    return note.Note.read(path, renders=rendered)

@@ -8,6 +8,10 @@ Guarantees:
     - A rejected round resumes the SAME work session with the judge's feedback (``干活#round2`` …).
     - The judge reads the frozen ``目标.md``; a goal re-derived after a wake phrase is what it judges.
     - No fake passes: without a runtime the gate aborts; an unclear verdict counts as "not yet".
+    - What a person wrote into 目标.md by hand is never lost (``workflow.edits``): a version that reads
+      as a goal with checks is used as it is (``ctx["_goal_edited"]`` holds it, word for word, for the
+      worker); when the goal is derived again, the goal setter gets it verbatim ("keep what they
+      said") and it is kept aside as ``目标.md.edited-<ts>`` before the new goal replaces it.
 """
 
 from __future__ import annotations
@@ -15,11 +19,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from flower_magic.core.events import Event
+from flower_magic.workflow import goal as goal_note
 from flower_magic.workflow.base import Ctx, Step, StepAbort
+from flower_magic.workflow.edits import hand_over, tell, tell_kept
 from flower_magic.workflow.goal import Goal
 from flower_magic.workflow.roles import SET_PROMPT, VERIFY_PROMPT, goal_setter, judge
 from flower_magic.workflow.verdict import ACHIEVED, NOT_YET, UNREACHABLE, Verdict
@@ -29,6 +36,17 @@ GOAL_KEY = "_goal"
 VERDICT_KEY = "_verdict"
 ROUND_KEY = "_goal_rounds"
 VERDICTS_KEY = "_verdicts"  # every verdict of this process, in order (for front ends)
+GOAL_EDITED_KEY = "_goal_edited"  # a person's version of 目标.md this run takes in, verbatim
+GOAL_REDONE_KEY = "_goal_redone"  # a person's version of 目标.md was replaced by a goal derived again
+_EDITED_TEXT_KEY = "_goal_edited_text"  # a person's version of 目标.md, for the goal setter's prompt
+
+# Appended to the goal setter's prompt when 目标.md holds a person's version that is about to be replaced.
+SET_EDITED = (
+    "\n人亲手改过目标文件(.flower/notes/目标.md)。下面是他改后的原文,一字未动:\n\n"
+    "----- 他改后的 目标.md -----\n{text}\n----- 原文到此 -----\n\n"
+    "**保留他写的**:他加的判定项、改过的措辞都要留下(跟确认书冲突的,以确认书里更新的说法为准,"
+    "并在那一条后面注明)。照「目标 / 判定清单」的格式输出完整的目标。\n"
+)
 
 STATE_WORDS_ZH = {ACHIEVED: "达成", NOT_YET: "未达成", UNREACHABLE: "无法达成"}
 UNREACHABLE_Q = "目标被判为**无法达成**:{reason}\n怎么办?"
@@ -56,29 +74,49 @@ def goal_step(
     name: str = GOAL_STEP,
     instructions: str = "",
     always_set: bool = False,
+    redo: Callable[[Ctx], bool] | None = None,
     on_fail: str = "stop",
     retries: int = 0,
+    lang: str = "zh",
 ) -> Step:
-    """Derive 目标.md from the brief; skipped when it is complete, unless ``always_set``.
+    """Derive 目标.md from the brief; skipped when it is complete, unless ``always_set`` or ``redo(ctx)``.
 
     There is no resume prompt on purpose: re-deriving needs the full brief.
+
+    Args:
+        redo: decides at run time that the goal must follow the brief (the person edited 需求.md).
+        lang: the language of the lines the person reads.
     """
 
     def when(ctx: Ctx) -> bool:
-        goal = Goal.load(goal_path)
-        if not always_set and goal is not None and goal.complete():
-            _hydrate(ctx, goal, name)
-            return False
-        return True
+        ctx.pop(GOAL_EDITED_KEY, None)
+        ctx.pop(GOAL_REDONE_KEY, None)
+        now = goal_note.read(goal_path)
+        text = now.text or ""
+        ctx[_EDITED_TEXT_KEY] = text.strip() if now.is_edited else ""
+        goal = Goal.parse(text) if now.text is not None else None
+        if always_set or (redo is not None and redo(ctx)) or goal is None or not goal.complete():
+            return True
+        _hydrate(ctx, goal, name)
+        if now.is_news:
+            ctx[GOAL_EDITED_KEY] = text.strip()
+            hand_over(ctx, now)
+            tell(ctx, lang, "note_edited", path=goal_path)
+        return False
 
     def prompt(ctx: Ctx) -> str:
-        return SET_PROMPT.format(brief=ctx.get(brief_key) or "(没有确认书)")
+        text = SET_PROMPT.format(brief=ctx.get(brief_key) or "(没有确认书)")
+        edited = str(ctx.get(_EDITED_TEXT_KEY) or "")
+        return text + SET_EDITED.format(text=edited) if edited else text
 
     def gate(result: Any, ctx: Ctx) -> bool:
         goal = Goal.parse(result.text or "")
         if not goal.complete():
             return False
-        goal.write(goal_path)
+        aside = goal.write(goal_path)
+        if aside is not None:
+            ctx[GOAL_REDONE_KEY] = True
+            tell_kept(ctx, lang, goal_path, aside)
         _hydrate(ctx, goal, name)
         doubtful = goal.unverifiable
         sink = ctx.get("_on_event")
@@ -117,6 +155,7 @@ def with_goal(
     can_run: bool = False,
     instructions: str = "",
     name: str | None = None,
+    lang: str = "zh",
 ) -> Step:
     """``step`` with a judge after every round: at most ``rounds`` rounds in this wake."""
     label = name or f"{step.name}·判定"
@@ -150,7 +189,7 @@ def with_goal(
             if not verdict.state and not verdict.reason:
                 verdict.reason = UNCLEAR
             return False
-        return await _unreachable(channel, verdict, goal, goal_path, ctx)
+        return await _unreachable(channel, verdict, goal, goal_path, ctx, lang)
 
     def on_reject(result: Any, ctx: Ctx) -> str:
         verdict = ctx.get(VERDICT_KEY)
@@ -159,7 +198,7 @@ def with_goal(
     return dataclasses.replace(step, retries=max(0, rounds - 1), gate=gate, on_reject=on_reject)
 
 
-async def _unreachable(channel: Any, verdict: Verdict, goal: Goal, goal_path: Path, ctx: Ctx) -> bool:
+async def _unreachable(channel: Any, verdict: Verdict, goal: Goal, goal_path: Path, ctx: Ctx, lang: str = "zh") -> bool:
     """Ask the human what to do about a goal the judge calls unreachable."""
     reason = verdict.reason or "(没给理由)"
     ask = await channel.ask(UNREACHABLE_Q.format(reason=reason), [ACCEPT, AMEND, MISJUDGED])
@@ -173,7 +212,7 @@ async def _unreachable(channel: Any, verdict: Verdict, goal: Goal, goal_path: Pa
         text = (extra.answer or "").strip() if extra.state == "answered" else ""
         if text:
             amended = goal.amend(text)
-            amended.write(goal_path)
+            tell_kept(ctx, lang, goal_path, amended.write(goal_path))
             _hydrate(ctx, amended, GOAL_STEP)
             verdict.reason = AMENDED_REASON.format(block=amended.prompt_block())
         return False

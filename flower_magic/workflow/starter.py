@@ -8,6 +8,8 @@ Guarantees:
       later session reads it), it is sent to the resumed work session, and the goals are re-derived
       (so the judge checks what was asked now, not the old list). Drop any one and it fails silently.
     - Waking with nothing said appends nothing, re-derives nothing and costs nothing extra.
+    - A person's own edit of 需求.md or 目标.md is said to the resumed work session as they wrote it,
+      once (``workflow.edits``), and an edited brief has the goals derived again.
     - ``new=True`` archives lineage.json, 需求.md and 目标.md together into
       ``.flower/notes/archive/<ts>/`` (three facets of one history: never half of them) and starts
       fresh; sessions.db is untouched, every transcript stays readable.
@@ -15,19 +17,24 @@ Guarantees:
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from flower_magic.core.human import HumanChannel
 from flower_magic.core.lineage import Lineage
+from flower_magic.core.note import read_note
 from flower_magic.core.project import project_key
 from flower_magic.core.wake import BRIEF_NAME, GOAL_NAME, WORK_STEP, notes_dir
+from flower_magic.workflow import brief as brief_note
 from flower_magic.workflow.base import Ctx, Step, Workflow
 from flower_magic.workflow.brief import WAKE_LABEL, Brief
+from flower_magic.workflow.clarify import BRIEF_EDITED_KEY, clarify_step
 from flower_magic.workflow.clarify import STEP_NAME as CLARIFY_STEP
-from flower_magic.workflow.clarify import clarify_step
-from flower_magic.workflow.judge import GOAL_KEY, goal_step, with_goal
+from flower_magic.workflow.edits import taken_in
+from flower_magic.workflow.judge import GOAL_EDITED_KEY, GOAL_KEY, GOAL_REDONE_KEY, goal_step, with_goal
 from flower_magic.workflow.roles import worker
 
 LOG_NAME = "问答记录.md"
@@ -37,6 +44,9 @@ WORK_PROMPT = "照这份需求做:\n\n{brief}"
 WORK_GOAL = "\n\n---\n\n做完的判定标准(会有独立的判定者逐条核对):\n\n{goal}"
 WAKE_NOTHING_SAID = "接着做。上次做到哪就从哪接着,先用一句话说说你打算先动什么。"
 WAKE_REGOAL = "判定标准已经按这句话重新推导过,**以这份为准**:\n\n{goal}"
+WAKE_REBRIEF = "需求确认书(.flower/notes/需求.md)人亲手改过了,**以下面这份为准**,他写的每一句都算数:\n\n{brief}"
+WAKE_GOAL_EDITED = "判定标准(.flower/notes/目标.md)人亲手改过了,**以他改的为准**:\n\n{goal}"
+WAKE_GOAL_REDONE = "判定标准已经按人改过的内容重新推导过,**以这份为准**:\n\n{goal}"
 
 
 class NoTaskError(ValueError):
@@ -67,19 +77,51 @@ def _work_prompt(ctx: Ctx) -> str:
 
 def _wake_prompt(said: str, ctx: Ctx, *, regoal: bool) -> str:
     parts = [said or WAKE_NOTHING_SAID]
+    # A person's edit of 需求.md / 目标.md reaches the resumed worker as they wrote it (workflow.edits).
+    rebrief = bool(ctx.get(BRIEF_EDITED_KEY))
+    if rebrief:
+        parts.append(WAKE_REBRIEF.format(brief=ctx.get(CLARIFY_STEP) or ""))
     goal = ctx.get(GOAL_KEY)
-    if regoal and goal is not None:
+    if ctx.get(GOAL_EDITED_KEY):
+        parts.append(WAKE_GOAL_EDITED.format(goal=ctx[GOAL_EDITED_KEY]))
+    elif regoal and goal is not None:
         parts.append(WAKE_REGOAL.format(goal=goal.prompt_block()))
+    elif (rebrief or ctx.get(GOAL_REDONE_KEY)) and goal is not None:
+        parts.append(WAKE_GOAL_REDONE.format(goal=goal.prompt_block()))
     return "\n\n---\n\n".join(parts)
 
 
+def _taking_in(step: Step) -> Step:
+    """``step``, marking the person's edits it was handed as seen once an attempt of it succeeded
+    (the model had them in its prompt): through its gate when it has one, else through ``reduce``."""
+    gate, reduce = step.gate, step.reduce
+    if gate is not None:
+
+        async def gated(result: Any, ctx: Ctx) -> bool:
+            taken_in(ctx)
+            verdict = gate(result, ctx)
+            return bool(await verdict if inspect.isawaitable(verdict) else verdict)
+
+        return dataclasses.replace(step, gate=gated)
+
+    def reduced(result: Any, ctx: Ctx) -> str:
+        taken_in(ctx)
+        return reduce(result, ctx) if reduce is not None else str(result.text or "")
+
+    return dataclasses.replace(step, reduce=reduced)
+
+
 def unfinished_clarification(workspace: str | Path, run_dir: str | Path) -> bool:
-    """A clarification was cut short here: no complete brief, but lineage names the clarifier's
-    session and sessions.db holds it, so ``flower`` with nothing said can continue it. Read-only."""
+    """A clarification was cut short here: no complete brief, but a person wrote 需求.md by hand, or
+    lineage names the clarifier's session and sessions.db holds it, so ``flower`` with nothing said
+    can continue it. Read-only."""
     ws = Path(workspace).expanduser().resolve()
-    brief = Brief.load(notes_dir(ws) / BRIEF_NAME)
+    now = brief_note.read(notes_dir(ws) / BRIEF_NAME)
+    brief = Brief.parse(now.text) if now.text is not None else None
     if brief is not None and brief.complete():
         return False
+    if now.is_edited and (now.text or "").strip():
+        return True  # a person's own 需求.md, not yet four sections: the clarifier picks it up
     run = Path(run_dir).expanduser().resolve()
     sid = Lineage.open(run, ws).steps.get(CLARIFY_STEP)
     db = run / "sessions.db"
@@ -113,6 +155,7 @@ def starter_flow(
     timeout_s: float | None = 1800.0,
     instructions: str = "",
     on_event: Any = None,
+    lang: str = "zh",
 ) -> Starter:
     """Assemble the default workflow for ``ask`` in ``workspace``.
 
@@ -123,6 +166,7 @@ def starter_flow(
         goal: derive goals and judge every round (``--no-goal`` turns it off).
         rounds: total work rounds in this wake (each judged).
         max_asks, timeout_s: the human channel's question quota and answer timeout.
+        lang: the language of the lines the steps say to the person (``zh`` / ``en``).
 
     Raises:
         NoTaskError: ``ask`` is empty and there is nothing to continue (no confirmed brief, no
@@ -145,13 +189,22 @@ def starter_flow(
         on_event=on_event, max_asks=max_asks, timeout_s=timeout_s, log_path=notes / LOG_NAME, amend_path=brief_path
     )
     said = ask if waking else ""
-    brief_text = brief_path.read_text(encoding="utf-8", errors="replace") if brief_path.is_file() else ""
+    brief_text = read_note(brief_path) or ""
     amended = bool(said) and said not in brief_text and channel.amend(said, label=WAKE_LABEL)
 
-    steps: list[Step] = [clarify_step(channel, brief_path=brief_path, prompt=ask, instructions=instructions)]
+    steps: list[Step] = [clarify_step(channel, brief_path=brief_path, prompt=ask, instructions=instructions, lang=lang)]
     if not clarify_only:
         if goal:
-            steps.append(goal_step(channel, goal_path=goal_path, brief_key=CLARIFY_STEP, always_set=amended))
+            steps.append(
+                goal_step(
+                    channel,
+                    goal_path=goal_path,
+                    brief_key=CLARIFY_STEP,
+                    always_set=amended,
+                    redo=lambda ctx: bool(ctx.get(BRIEF_EDITED_KEY)),
+                    lang=lang,
+                )
+            )
         work = Step(
             WORK_STEP,
             worker(channel, instructions=instructions),
@@ -159,8 +212,8 @@ def starter_flow(
             resume_prompt=lambda ctx: _wake_prompt(said, ctx, regoal=amended),
         )
         if goal:
-            work = with_goal(work, channel, goal_path=goal_path, rounds=rounds, can_run=judge_can_run)
-        steps.append(work)
+            work = with_goal(work, channel, goal_path=goal_path, rounds=rounds, can_run=judge_can_run, lang=lang)
+        steps.append(_taking_in(work))
     wf = Workflow(steps, name="starter", channel=channel)
     return Starter(
         workflow=wf,
