@@ -23,8 +23,8 @@ from typing import Any
 
 from flower_magic.core.errors import FlowerError
 from flower_magic.terminal import TerminalView
-from flower_magic.workflow.go import DEFAULT_ROUNDS, GoError, GoOptions, build, make_runtime
-from flower_magic.workflow.phrases import problem_line, say, total_line, wake_banner
+from flower_magic.workflow.go import DEFAULT_ROUNDS, GoError, GoOptions, TaskTooBig, build, make_runtime
+from flower_magic.workflow.phrases import explain_error, plain, problem_line, say, total_line, wake_banner
 from flower_magic.workflow.starter import NEW_CMD, NoTaskError, unfinished_clarification
 
 
@@ -92,6 +92,11 @@ def _ask_first(opts: GoOptions, waking: bool) -> None:
     if not said and (opts.new or not waking):
         raise SystemExit(say("empty_ask", opts.lang))
     opts.task = said
+    try:
+        opts.check()
+    except GoError as exc:
+        print(f"flower: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 class _Console:
@@ -173,7 +178,8 @@ async def _drive(opts: GoOptions, view: TerminalView, console: _Console) -> int:
     if failed:
         why = ctx.get("_aborted") or getattr(ctx["_results"].get(failed), "error", None)
         if why:
-            print(str(why), file=sys.stderr)
+            explained = explain_error(str(why), opts.lang, cmd="flower")
+            print(plain(explained) if explained else str(why), file=sys.stderr)
         print(say("aborted", opts.lang, step=failed), file=sys.stderr)
         return 1
     return 0
@@ -184,6 +190,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         opts = options_from(args)
+    except TaskTooBig as exc:
+        # The flags were right, so the usage synopsis would not help: one line says what to do.
+        print(f"flower: error: {exc}", file=sys.stderr)
+        return 2
     except GoError as exc:
         parser.error(str(exc))
     from flower_magic.core.wake import wake_facts

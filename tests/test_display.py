@@ -272,6 +272,22 @@ def test_step_header_and_result_lines_use_the_shared_phrases() -> None:
     en.close()
 
 
+@pytest.mark.parametrize(
+    ("lang", "said"),
+    [("zh", "智能体的一条消息超过 64 MiB"), ("en", "One message from the agent was over 64 MiB")],
+)
+def test_a_message_past_the_read_limit_is_one_line_saying_what_to_do(lang: str, said: str) -> None:
+    """A step stopped by a message past the SDK's read limit: the cell says what happened and what to
+    do (run %flower again, ask for smaller files), not the SDK's "Failed to decode JSON" text."""
+    sdk = "CLIJSONDecodeError: Failed to decode JSON: JSON message exceeded maximum buffer size of 67108864 bytes..."
+    v = view(lang=lang)
+    v.on_step(None, FakeResult(ok=False, error=f"{sdk} — a hint"))
+    text = v.bundle()["text/plain"]
+    (line,) = [ln for ln in text.splitlines() if said in ln]
+    assert '%flower "' in line and "Failed to decode JSON" not in text
+    v.close()
+
+
 def test_tool_calls_are_one_line_with_collapsed_details() -> None:
     v = view()
     v.sink(Event("tool_call", "ls -la", tool="Bash", payload={"id": "t1", "input": {"command": "ls -la"}}))

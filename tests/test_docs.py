@@ -42,3 +42,15 @@ def test_magic_help_is_the_docstring_and_the_flags() -> None:
 
     doc = FlowerMagics.flower.__doc__ or ""
     assert "%flower --status" in doc and "--rounds" in doc and "--new" in doc
+
+
+def test_the_size_limits_in_the_readme_are_the_codes() -> None:
+    """The README's numbers for a message and a task are the ones the code uses."""
+    from flower_magic.core.agent import MAX_MESSAGE_BYTES
+    from flower_magic.core.handoff import WINDOW_HAIKU_TOKENS
+    from flower_magic.workflow.go import CLI_CHARS_PER_TOKEN, MAX_TASK_CHARS, PROMPT_OVERHEAD_TOKENS, task_limit_chars
+
+    assert f"over {MAX_MESSAGE_BYTES // 2**20} MiB" in README
+    assert f"at most {MAX_TASK_CHARS:,} characters with a 1M-token window" in README
+    assert f"{task_limit_chars(WINDOW_HAIKU_TOKENS):,} with a 200K one" in README
+    assert f"`(window − {PROMPT_OVERHEAD_TOKENS:,}) × {CLI_CHARS_PER_TOKEN}`" in README

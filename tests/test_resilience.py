@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 import socket
 import threading
@@ -12,12 +13,17 @@ import pytest
 
 from flower_magic.core.resilience import (
     CLI_MAX_RETRIES,
+    FATAL,
     RESUME_PROMPT,
+    SDK_READER_LOGGER,
     Resilience,
     classify,
     cli_retry_env,
     endpoint,
+    fatal_hint,
     human_wait,
+    is_too_big,
+    quiet_sdk_reader,
     reachable,
 )
 
@@ -118,6 +124,27 @@ CLASSIFY_TABLE: list[tuple[str | None, str]] = [
 @pytest.mark.parametrize(("text", "kind"), CLASSIFY_TABLE)
 def test_classify(text: str | None, kind: str) -> None:
     assert classify(text) == kind
+
+
+def test_a_message_past_the_read_limit_is_fatal_with_a_hint() -> None:
+    """Regression: the SDK's "exceeded maximum buffer size" was "unknown", so the step was retried
+    under the "you were interrupted" prompt at many times the cost."""
+    sdk = "CLIJSONDecodeError: Failed to decode JSON: JSON message exceeded maximum buffer size of 67108864 bytes..."
+    assert classify(sdk) == FATAL and is_too_big(sdk)
+    assert "64 MiB" in fatal_hint(sdk) and "run flower again" in fatal_hint(sdk)
+    assert not is_too_big("API Error: 529 Overloaded") and not is_too_big(None)
+
+
+def test_the_sdks_own_read_limit_log_line_is_muted_and_nothing_else(caplog: pytest.LogCaptureFixture) -> None:
+    """The front end says it in one line; the SDK's log line would be a second, unexplained one."""
+    quiet_sdk_reader()
+    quiet_sdk_reader()
+    logger = logging.getLogger(SDK_READER_LOGGER)
+    assert len(logger.filters) == 1
+    with caplog.at_level(logging.DEBUG, logger=SDK_READER_LOGGER):
+        logger.error("Fatal error in message reader: Failed to decode JSON: JSON message exceeded maximum buffer size")
+        logger.error("Fatal error in message reader: something else")
+    assert [r.getMessage() for r in caplog.records] == ["Fatal error in message reader: something else"]
 
 
 def test_classify_table_is_large() -> None:

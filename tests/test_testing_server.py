@@ -25,6 +25,7 @@ from flower_magic.testing import (
     tool_use,
     tool_uses,
 )
+from flower_magic.testing.server import DELTA_CHARS
 
 
 def _post(api: FakeAnthropic, body: dict[str, Any], *, key: str = "secret-key-123", timeout: float = 5) -> Any:
@@ -64,6 +65,25 @@ def test_streamed_tool_use_is_valid_sse() -> None:
     partial = [d["delta"]["partial_json"] for d in datas if d.get("delta", {}).get("type") == "input_json_delta"]
     assert json.loads(partial[0]) == {"command": "ls"}
     assert datas[-2]["delta"]["stop_reason"] == "tool_use"
+
+
+def test_a_long_answer_streams_in_deltas_that_join_to_the_whole() -> None:
+    """Megabytes go out as the real API sends them, in many small deltas (one 70 MB delta takes the
+    CLI twice as long to read); short answers are still one delta."""
+    long_text = "".join(f"{i:07d}\n" for i in range(DELTA_CHARS // 2 + 1))  # four deltas and a bit
+    content = {"path": "data.csv", "content": long_text}
+    with FakeAnthropic([text(long_text), tool_use("Write", content), text("short")]) as api:
+        streamed = []
+        for _ in range(3):
+            with _post(api, _body(stream=True)) as resp:
+                raw = resp.read().decode()
+            datas = [json.loads(line[6:]) for line in raw.splitlines() if line.startswith("data: ")]
+            streamed.append([d["delta"] for d in datas if d["type"] == "content_block_delta"])
+    texts, inputs, short = streamed
+    assert len(texts) == 5 and all(len(d["text"]) <= DELTA_CHARS for d in texts)
+    assert "".join(d["text"] for d in texts) == long_text
+    assert len(inputs) > 1 and json.loads("".join(d["partial_json"] for d in inputs)) == content
+    assert [d["text"] for d in short] == ["short"]
 
 
 def test_errors_matching_and_exhaustion() -> None:

@@ -22,6 +22,14 @@ class EnvPolicy(Protocol):
 
 DEFAULT_TOOLS = ("Read", "Glob", "Grep")
 
+# The longest line of the CLI's stream-json output the SDK reads (its default, 1 MiB, ends the stream
+# on a 1 MB reply or a 1.1 MB Write). One line is one message, or one ``transcript_mirror`` frame that
+# carries a Write's content twice (its input and its echoed result: 2.8 MB for a 1.1 MB Write, measured).
+# No message can outgrow what the Messages API accepts in one request, 32 MB, so twice that covers the
+# largest frame a real session writes. The SDK counts the characters of the decoded line (never more
+# than its bytes); the memory is held only while that one line is read and parsed.
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
 
 @dataclass
 class AgentSpec:
@@ -108,6 +116,7 @@ def build_options(
         "setting_sources": [] if portable else ["project"],
         "cwd": str(cwd),
         "env": merged_env,
+        "max_buffer_size": MAX_MESSAGE_BYTES,
     }
     if session_store is not None:
         kw["session_store"] = session_store

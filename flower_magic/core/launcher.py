@@ -6,10 +6,13 @@ writing a transcript nobody mirrors — and the next run would then be a second 
 session. On Linux the CLI is started through a tiny launcher that sets ``PR_SET_PDEATHSIG`` to
 SIGKILL (``setpriv --pdeathsig``, or ``prctl`` from a Python stub where util-linux is missing), so
 the kernel kills it the moment its parent dies. Elsewhere the bundled CLI is used as it is.
+
+When a step ends, ``disconnect`` lets go of the CLI so that nothing of it outlives the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import os
@@ -17,6 +20,7 @@ import shlex
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 from flower_magic.core.durable import write_atomic
 
@@ -73,3 +77,26 @@ def cli_launcher() -> str | None:
             break
     _cached[key] = result
     return result
+
+
+PIPES_CLOSE_TIMEOUT_S = 5.0  # the SDK has already waited for (or killed) the CLI; this only bounds a stuck one
+
+
+async def disconnect(client: Any) -> None:
+    """``client.disconnect()``, then close the CLI's pipes while the event loop still runs.
+
+    The SDK (0.2.189) closes the CLI's stdin and stderr but not its stdout. When its reader stopped
+    early (a message past ``max_buffer_size``), the unread output keeps that pipe open, the asyncio
+    subprocess transport is never finished, and its finaliser runs after the loop has closed:
+    "RuntimeError: Event loop is closed" at exit. anyio's ``Process.aclose`` closes all three pipes.
+    The process is looked up before ``disconnect`` forgets it; an SDK without these attributes is
+    disconnected as before.
+    """
+    process = getattr(getattr(client, "_transport", None), "_process", None)
+    try:
+        await client.disconnect()
+    finally:
+        aclose = getattr(process, "aclose", None)
+        if aclose is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(aclose(), PIPES_CLOSE_TIMEOUT_S)

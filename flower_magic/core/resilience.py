@@ -22,6 +22,7 @@ Not guaranteed:
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import re
@@ -34,6 +35,8 @@ from urllib.parse import urlsplit
 
 import anyio
 import anyio.to_thread
+
+from flower_magic.core.agent import MAX_MESSAGE_BYTES
 
 Kind = Literal["transient", "fatal", "unknown"]
 
@@ -74,9 +77,17 @@ def _status(*codes: int) -> str:
     return rf"(?<![\w.])(?:{alt})(?!\w|\.\d)"
 
 
+# The SDK's words when one line of the CLI's output is longer than ``max_buffer_size``
+# (``MAX_MESSAGE_BYTES``). The SDK stops reading there while the CLI goes on with the turn unseen (a
+# Write may be on disk already), so resuming with "you were interrupted" would tell the model a false
+# story at many times the cost: the step stops and says why; the next run resumes its session.
+_TOO_BIG_RE = re.compile(r"exceeded maximum buffer size", re.IGNORECASE)
+SDK_READER_LOGGER = "claude_agent_sdk._internal.query"  # where the SDK logs it
+
 _FATAL_RE = re.compile(
     "|".join(
         [
+            _TOO_BIG_RE.pattern,
             _status(400, 401, 403, 404),
             r"invalid.?api.?key",
             r"authentication",
@@ -148,6 +159,12 @@ def _scrub_addresses(text: str) -> str:
 # What to do about a fatal error, by what it says; first match wins.
 _FATAL_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
     (
+        _TOO_BIG_RE,
+        f"one message from Claude Code was larger than flower reads ({MAX_MESSAGE_BYTES // 2**20} MiB); the "
+        "step stopped and its session is kept: run flower again to continue, and ask for large data in "
+        "smaller files",
+    ),
+    (
         re.compile(r"invalid.?api.?key|authentication|unauthorized|forbidden|" + _status(401, 403), re.IGNORECASE),
         "the API refused the credentials: check ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN with "
         "ANTHROPIC_BASE_URL for a gateway), or log in again with `claude login`",
@@ -179,6 +196,30 @@ def fatal_hint(text: str | None) -> str:
     return ""
 
 
+def is_too_big(text: str | None) -> bool:
+    """Whether an error says one message of the CLI's output was past the SDK's read limit."""
+    return bool(text and _TOO_BIG_RE.search(text))
+
+
+class _SaidElsewhere(logging.Filter):
+    """Drops the SDK's own log line about a message past the read limit (see ``quiet_sdk_reader``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not is_too_big(record.getMessage())
+
+
+def quiet_sdk_reader() -> None:
+    """Mute the SDK's "Fatal error in message reader: ... exceeded maximum buffer size" log line.
+
+    The runtime records that failure in the step's manifest row and the front ends explain it in one
+    line; the SDK's line (printed on stderr, in a notebook cell too) would be a second, unexplained one.
+    Other messages of that logger pass. Idempotent.
+    """
+    logger = logging.getLogger(SDK_READER_LOGGER)
+    if not any(isinstance(f, _SaidElsewhere) for f in logger.filters):
+        logger.addFilter(_SaidElsewhere())
+
+
 def classify(text: str | None) -> Kind:
     """Say whether an error is worth waiting out.
 
@@ -186,8 +227,9 @@ def classify(text: str | None) -> Kind:
         text: the error text (a synthetic ``API Error: …`` message, an exception string, …).
 
     Returns:
-        ``"fatal"`` for mistakes a retry cannot fix (bad key, bad request, budget), ``"transient"``
-        for network trouble, overload and rate limits, ``"unknown"`` otherwise (also for empty text).
+        ``"fatal"`` for what a retry cannot fix (bad key, bad request, budget, a message past the read
+        limit), ``"transient"`` for network trouble, overload and rate limits, ``"unknown"`` otherwise
+        (also for empty text).
     """
     if not text:
         return UNKNOWN

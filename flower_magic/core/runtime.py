@@ -32,9 +32,9 @@ from flower_magic.core.compact import CompactPolicy
 from flower_magic.core.errors import CredentialsError, ensure_dir, has_credentials
 from flower_magic.core.events import Event, Sink, normalize, session_id_of
 from flower_magic.core.handoff import HandoffPolicy
-from flower_magic.core.launcher import cli_launcher
+from flower_magic.core.launcher import cli_launcher, disconnect
 from flower_magic.core.project import config_dir, project_key
-from flower_magic.core.resilience import Resilience, classify, cli_retry_env, fatal_hint
+from flower_magic.core.resilience import Resilience, classify, cli_retry_env, fatal_hint, quiet_sdk_reader
 from flower_magic.core.result import (
     CANCELLED,
     HANDOFF_DUE,
@@ -102,6 +102,7 @@ class Runtime:
         self.run_dir = ensure_dir("run dir", Path(run_dir).expanduser().resolve())
         self.portable = portable
         self.resilience: Resilience = _policy(resilience, Resilience)
+        quiet_sdk_reader()
         self.handoff: HandoffPolicy = _policy(handoff, HandoffPolicy)
         self.env: dict[str, str] = {"CLAUDE_CONFIG_DIR": str(config_dir()), **cli_retry_env(os.environ)}
         self.env.update(env or {})
@@ -417,10 +418,11 @@ class Runtime:
         except Exception as exc:
             result.ok = False
             result.error = f"{type(exc).__name__}: {exc}"
+            result.errors.append(result.error)
         finally:
             self._client = None
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(client.disconnect(), DISCONNECT_TIMEOUT_S)
+                await asyncio.wait_for(disconnect(client), DISCONNECT_TIMEOUT_S)
         if self._interrupt is not None and result.error != HANDOFF_DUE:
             result.ok, result.error = False, INTERRUPTED
         if not result.ok and not result.error and result.errors:

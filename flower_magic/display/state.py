@@ -27,6 +27,7 @@ from flower_magic.display.texts import word
 from flower_magic.terminal import sanitize
 from flower_magic.workflow.phrases import (
     Line,
+    explain_error,
     handoff_block,
     problem_line,
     result_line,
@@ -144,7 +145,8 @@ class RunState:
             lines = [line]
             error = getattr(result, "error", None)
             if not ok and error:
-                lines.append([("dim", "  " + clip(str(error), 300))])
+                explained = explain_error(str(error), self.lang, cmd="%flower")
+                lines.append(explained or [("dim", "  " + clip(str(error), 300))])
             self._add(Entry(lines))
 
     def set_goals(self, checks: Sequence[str]) -> None:

@@ -22,7 +22,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,9 @@ from flower_magic.testing.request import SECRET_HEADERS, Request
 # A dummy key the CLI accepts as "configured"; the fake server never checks it.
 FAKE_API_KEY = "fake-key-for-flower-tests"
 CHARS_PER_TOKEN = 4  # rough, but makes context grow as a conversation grows
+# The real API streams a long answer in many small deltas; one 70 MB delta instead takes the CLI twice
+# as long to take in (measured), so long text and tool input go out in pieces of this many characters.
+DELTA_CHARS = 64 * 1024
 
 
 class NoScriptedReply(LookupError):
@@ -293,6 +296,12 @@ def _message(reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _pieces(text: str) -> Iterator[str]:
+    """``text`` in deltas of at most ``DELTA_CHARS`` (one delta when it is short, as before)."""
+    for start in range(0, max(len(text), 1), DELTA_CHARS):
+        yield text[start : start + DELTA_CHARS]
+
+
 def _sse_events(reply: Reply, body: dict[str, Any], *, partial: bool = False) -> list[tuple[str, dict[str, Any]]]:
     msg = _message(reply, body)
     usage = msg["usage"]
@@ -308,25 +317,27 @@ def _sse_events(reply: Reply, body: dict[str, Any], *, partial: bool = False) ->
                     {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}},
                 )
             )
-            events.append(
+            events += [
                 (
                     "content_block_delta",
-                    {"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": block["text"]}},
+                    {"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": piece}},
                 )
-            )
+                for piece in _pieces(block["text"])
+            ]
         elif kind == "tool_use":
             head = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
             events.append(("content_block_start", {"type": "content_block_start", "index": i, "content_block": head}))
-            events.append(
+            events += [
                 (
                     "content_block_delta",
                     {
                         "type": "content_block_delta",
                         "index": i,
-                        "delta": {"type": "input_json_delta", "partial_json": json.dumps(block["input"])},
+                        "delta": {"type": "input_json_delta", "partial_json": piece},
                     },
                 )
-            )
+                for piece in _pieces(json.dumps(block["input"]))
+            ]
         elif kind == "thinking":
             events.append(
                 (

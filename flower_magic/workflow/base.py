@@ -8,6 +8,8 @@ Guarantees:
     - The lineage hook is attached only around the step's own ``runtime.run`` call: a gate (the
       judge) running on the same runtime never enters lineage.
     - ``woke`` is bumped once at the start of every ``run()``, even when every step is skipped.
+    - A step stopped by a message past the read limit (``resilience.is_too_big``) gets no further
+      round or retry: it fails, and the session that holds its work stays in lineage.
 Not guaranteed:
     - Two processes running the same workflow in one run dir keep separate lineages: the last writer
       of a step name wins.
@@ -24,6 +26,7 @@ from typing import Any
 from flower_magic.core.agent import AgentSpec
 from flower_magic.core.events import Event, Sink
 from flower_magic.core.lineage import Lineage
+from flower_magic.core.resilience import is_too_big
 from flower_magic.core.result import INTERRUPTED
 
 Ctx = dict[str, Any]
@@ -212,6 +215,10 @@ class Workflow:
             if not result.ok and result.error == INTERRUPTED:
                 # A person stopped it: no judging, no more rounds; the session stays for the next run.
                 ctx["_interrupted"] = step.name
+                break
+            if not result.ok and is_too_big(result.error):
+                # The CLI went on with the turn unseen past that message, so its session holds work: a new
+                # round would start over in a new session, and lineage would forget this one.
                 break
             try:
                 passed = bool(result.ok and (step.gate is None or await _maybe_await(step.gate(result, ctx))))

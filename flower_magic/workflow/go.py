@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from flower_magic.core.handoff import WINDOW_1M_TOKENS, default_window
 from flower_magic.workflow.phrases import pick_lang
 
 if TYPE_CHECKING:
@@ -21,10 +22,55 @@ if TYPE_CHECKING:
 DEFAULT_ROUNDS = 3
 DEFAULT_TIMEOUT_S = 1800.0  # the human channel's default (core.human.DEFAULT_TIMEOUT_S; a test keeps them equal)
 NEW_CMD = "/new"
+# A task (or a phrase said at wake, or a %%flower cell body) is sent whole in one prompt. Claude Code
+# refuses, before any request, a prompt it estimates past the model's context window ("Prompt is too
+# long"), counting about 3 characters a token whatever the script: CLI 2.1.332 with a 1M-token model
+# refused prompts from about 2.92 million characters, of English, of Chinese or of "x" alike
+# (measured), so its own system prompt and tools take ~28K tokens of the window; a role's instructions
+# and the step's own words take a few more. Past (window - PROMPT_OVERHEAD_TOKENS) x 3 characters a
+# task can never be sent; with the largest window, 1M tokens, that is MAX_TASK_CHARS (2.85 MB of
+# English). A task of exactly MAX_TASK_CHARS reaches the model (tests/test_size_limits.py).
+CLI_CHARS_PER_TOKEN = 3
+PROMPT_OVERHEAD_TOKENS = 50_000
+MAX_TASK_CHARS = (WINDOW_1M_TOKENS - PROMPT_OVERHEAD_TOKENS) * CLI_CHARS_PER_TOKEN
 
 
 class GoError(ValueError):
     """A mistake in what the person asked for (a bad flag value, a file where a folder should be)."""
+
+
+class TaskTooBig(GoError):
+    """The task is longer than any prompt the model can be sent (``task_limit_chars``).
+
+    Attributes:
+        size_chars: the task's length as the CLI counts it (UTF-16 code units).
+        limit_chars: the most that can be sent.
+        window_tokens: the context window the limit comes from.
+    """
+
+    def __init__(self, size_chars: int, limit_chars: int, window_tokens: int) -> None:
+        self.size_chars = size_chars
+        self.limit_chars = limit_chars
+        self.window_tokens = window_tokens
+        super().__init__(
+            f"the task is {size_chars:,} characters, more than a model with a {window_tokens:,}-token context "
+            f"can be sent in one prompt (at most {limit_chars:,}); nothing was written. Save it as a file in "
+            'the workspace and name the file instead, e.g. "do what spec.md says"'
+        )
+
+
+def task_limit_chars(window_tokens: int) -> int:
+    """The most characters of a task a model with this context window can be sent (see ``MAX_TASK_CHARS``).
+
+    A window too small to hold the overhead (a test's, a small gateway model's) still takes a task of
+    half of it: the CLI then says what it thinks.
+    """
+    return max(window_tokens - PROMPT_OVERHEAD_TOKENS, window_tokens // 2) * CLI_CHARS_PER_TOKEN
+
+
+def cli_chars(text: str) -> int:
+    """``text``'s length as Claude Code (JavaScript) counts it: UTF-16 code units."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 @dataclass
@@ -72,6 +118,10 @@ class GoOptions:
             isinstance(self.window, bool) or not isinstance(self.window, int) or self.window <= 0
         ):
             raise GoError(f"--window must be a positive number of tokens (e.g. 200000), not {self.window!r}")
+        window = self.window or default_window()
+        size, limit = cli_chars(self.task), task_limit_chars(window)
+        if size > limit:
+            raise TaskTooBig(size, limit, window)
         try:
             self.lang = pick_lang(self.lang)
         except ValueError as exc:

@@ -45,6 +45,8 @@ _TEXTS: dict[str, dict[str, str]] = {
         "round": "第 {n}/{total} 轮",
         "total": "总花费 ${cost:.4f} · 清单 {manifest}",
         "aborted": "在步骤 '{step}' 中止",
+        "too_big": "! 智能体的一条消息超过 {limit},flower 读不下,这一步停在这里(会话还在)。{cmd} 接着做;"
+        '要写大数据就让它分成小文件:{cmd} "数据分成几个小于 10 MB 的文件写"',
         "handoff_head": "上下文 {ctx}/{window}K —— 写交接准备换代",
         "handoff_degraded": "交接没写成,用了降级版本 —— 接手的人会自己去现场看",
         "handoff_doing": "现在在做",
@@ -92,6 +94,9 @@ _TEXTS: dict[str, dict[str, str]] = {
         "round": "round {n}/{total}",
         "total": "total ${cost:.4f} · manifest {manifest}",
         "aborted": "stopped in step '{step}'",
+        "too_big": "! One message from the agent was over {limit}, more than flower reads; the step stopped here "
+        '(its session is kept). {cmd} continues; for large data ask for small files: {cmd} "write the data in '
+        'files under 10 MB"',
         "handoff_head": "context {ctx}/{window}K — writing a hand-off before a new session takes over",
         "handoff_degraded": "no hand-off could be written; a stand-in was used — the successor will inspect the scene",
         "handoff_doing": "doing",
@@ -206,6 +211,22 @@ def round_header(name: str, *, judge: bool = False, width: int = 80) -> Line:
     """``-- 干活#round2 ------`` or ``-- 干活·判定#1 ------``: a round inside a step, not a new step."""
     width = max(MIN_WIDTH, min(MAX_WIDTH, width))
     return [("note" if judge else "bold", f"-- {name} {'-' * max(4, width - cols(name) - 4)}")]
+
+
+def explain_error(error: str, lang: str = "zh", *, cmd: str = "flower") -> Line | None:
+    """A step's error whose cause flower knows, as one line saying what happened and what to do; None
+    for any other error (the front end shows it as it is).
+
+    Args:
+        error: ``StepResult.error``.
+        cmd: how the person runs flower here (``flower``, ``%flower``).
+    """
+    from flower_magic.core.agent import MAX_MESSAGE_BYTES
+    from flower_magic.core.resilience import is_too_big
+
+    if is_too_big(error):
+        return [("bad", say("too_big", lang, limit=f"{MAX_MESSAGE_BYTES // 2**20} MiB", cmd=cmd))]
+    return None
 
 
 def result_line(ok: bool, turns: int, cost: float, elapsed_s: float, lang: str = "zh") -> Line:
