@@ -223,10 +223,12 @@ class FlowerMagics(Magics):
         from flower_magic.core.errors import has_credentials
         from flower_magic.core.wake import wake_facts
         from flower_magic.workflow.phrases import say
+        from flower_magic.workflow.starter import unfinished_clarification
 
         facts = wake_facts(opts.workspace, run_dir=opts.run_dir)
         waking = bool(facts["waking"]) and not opts.new
-        if not opts.task and (opts.new or not waking):
+        resumable = waking or (not opts.new and unfinished_clarification(opts.workspace, opts.run_dir))
+        if not opts.task and not resumable:
             raise UsageError(say("need_ask", opts.lang))
         if not has_credentials():
             raise UsageError(

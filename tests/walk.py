@@ -349,6 +349,9 @@ class Walk:
                 self.api.start()
         reader.join(timeout=10)
         err_reader.join(timeout=10)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
         self.last_events, self.last_err = events, "".join(err)
         return rc
 

@@ -49,6 +49,9 @@ from flower_magic.core.succession import check_model, hand_off, watch_context
 
 __all__ = ["HANDOFF_DUE", "INTERRUPTED", "INTERRUPT_NOTE", "KILLED", "Runtime", "StepResult"]
 
+# A session's first prompt is among its first lines (the CLI writes two queue records first).
+PROMPT_SCAN_ENTRIES = 200
+OPENING_JOIN = "\n\n---\n\n"
 INTERRUPT_DRAIN_S = 15.0  # how long to let the CLI close the interrupted turn cleanly before cutting it
 DISCONNECT_TIMEOUT_S = 10.0  # a CLI that will not exit must not hang the step
 
@@ -123,6 +126,7 @@ class Runtime:
         self._writing_handoff = False
         self._model_checked = False
         self._closed = False
+        self._opening: str | Callable[[], str] | None = None
 
     # -- facts -----------------------------------------------------------------------------------
 
@@ -174,7 +178,8 @@ class Runtime:
 
     def _send_cli_interrupt(self) -> None:
         client = self._client
-        if client is None or self._cli_interrupt_sent:
+        if client is None or self._cli_interrupt_sent or self._writing_handoff:
+            # A hand-off being written is not cut: the words go to the successor instead.
             return
         self._cli_interrupt_sent = True
 
@@ -225,6 +230,7 @@ class Runtime:
         resume_at: str | None = None,
         session_id: str | None = None,
         on_event: Sink | None = None,
+        opening: str | Callable[[], str] | None = None,
     ) -> StepResult:
         """Run one step to its end: retrying outages, resuming after interrupts, handing off when full.
 
@@ -237,11 +243,18 @@ class Runtime:
             resume_at: with ``resume``, cut the history after this entry uuid.
             session_id: start the new session under this id (kept from lineage).
             on_event: a sink for live events.
+            opening: the step's own instructions (or a function giving them), for when ``resume``
+                names a session that never received a prompt (its first process died before the
+                prompt was stored): they are sent then, ahead of ``prompt``. Without ``resume`` the
+                opening is ``prompt`` itself.
         """
         result = StepResult(step=step_name or spec.name, started_at=time.time())
         self._current = result
         self._loop = asyncio.get_running_loop()
         self._watermark, self._warned = 0, False
+        self._opening = opening if resume else prompt
+        if resume and not fork and not self.holds_prompt(resume):
+            prompt = self._with_opening(prompt)
         plan = Plan(prompt, resume=resume, fork=fork, resume_at=resume_at, session_id=session_id)
         degraded_in_row = 0
         attempt = 0
@@ -256,8 +269,14 @@ class Runtime:
                 if result.error == INTERRUPTED:
                     resume_now = self._resume_after_interrupt
                     words = self._take_interrupt()
-                    if not result.session_id or not resume_now:
+                    if not resume_now:
                         break
+                    if not result.session_id:
+                        # Nothing to resume yet (a hand-off's successor before its first line): the
+                        # words go with the session's first prompt instead of being dropped.
+                        plan = replace(plan, prompt=f"{plan.prompt}{OPENING_JOIN}{interrupt_prompt(words)}")
+                        attempt -= 1
+                        continue
                     self._emit(
                         on_event,
                         Event(
@@ -274,6 +293,7 @@ class Runtime:
                     if verdict is None:
                         break
                     plan, degraded_in_row = Plan(verdict[0]), verdict[1]
+                    self._opening = plan.prompt  # the successor's own instructions from here on
                     attempt -= 1
                     continue
                 if not await self._retry_wait(result, attempt, on_event):
@@ -309,15 +329,40 @@ class Runtime:
         await backfill(self.store, self.workspace, session_id, self.env)
         return self.has_session(session_id)
 
+    def holds_prompt(self, session_id: str) -> bool:
+        """The stored session already holds a prompt (its first entries are read, not the whole of it:
+        a session's first prompt is among its first lines)."""
+        from flower_magic.stores.local import has_prompt
+
+        key = {"project_key": self.project_key, "session_id": session_id}
+        try:
+            return has_prompt(self.store.load_range(key, 0, PROMPT_SCAN_ENTRIES))
+        except Exception:
+            return False
+
+    def _with_opening(self, prompt: str) -> str:
+        """``prompt`` preceded by the step's own instructions (when they are known and differ)."""
+        opening = self._opening
+        if callable(opening):
+            try:
+                opening = opening()
+            except Exception:
+                opening = None
+        if not opening or opening == prompt:
+            return prompt
+        return f"{opening}{OPENING_JOIN}{prompt}" if prompt else opening
+
     async def _continue(self, result: StepResult, prompt: str) -> Plan:
         """The next attempt on the same session: resume it, or restart it under its id if no
-        transcript exists anywhere (a kill or outage before the CLI wrote a line)."""
+        transcript exists anywhere (a kill or outage before the CLI wrote a line). A session that
+        holds no prompt yet gets the step's own instructions first: "carry on" alone would leave the
+        model with nothing to carry on (a judge without its checklist, a worker without its brief)."""
         sid = result.session_id
         assert sid is not None
         result.resumed = True
         if await self.recover(sid):
-            return Plan(prompt, resume=sid)
-        return Plan(prompt, session_id=sid)
+            return Plan(prompt if self.holds_prompt(sid) else self._with_opening(prompt), resume=sid)
+        return Plan(self._with_opening(prompt), session_id=sid)
 
     async def _retry_wait(self, result: StepResult, attempt: int, on_event: Sink | None) -> bool:
         """Decide whether a failed attempt is retried; wait for the network and back off if so."""
@@ -397,19 +442,23 @@ class Runtime:
         try:
             await client.connect()
             self._client = client
-            if self._interrupt is not None:
+            if self._interrupt is not None and not self._writing_handoff:
                 # An interrupt that arrived while the CLI was starting: nothing to cut yet.
                 result.error = INTERRUPTED
                 return
             await client.query(plan.prompt)
             async for message in client.receive_response():
                 self._see_session(message, result)
-                if self._interrupt is not None and not self._cli_interrupt_sent:
+                if self._interrupt is not None and not self._cli_interrupt_sent and not self._writing_handoff:
                     self._send_cli_interrupt()
                 for event in normalize(message):
                     self._take_event(event, result, texts, on_event)
                 stop = (
-                    INTERRUPTED if self._interrupt is not None else HANDOFF_DUE if self._handoff_due(result) else None
+                    INTERRUPTED
+                    if self._interrupt is not None and not self._writing_handoff
+                    else HANDOFF_DUE
+                    if self._handoff_due(result)
+                    else None
                 )
                 if stop is not None:
                     await self._wind_down(client, result, texts, on_event)
@@ -423,7 +472,7 @@ class Runtime:
             self._client = None
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(disconnect(client), DISCONNECT_TIMEOUT_S)
-        if self._interrupt is not None and result.error != HANDOFF_DUE:
+        if self._interrupt is not None and result.error != HANDOFF_DUE and not self._writing_handoff:
             result.ok, result.error = False, INTERRUPTED
         if not result.ok and not result.error and result.errors:
             result.error = result.errors[-1]

@@ -17,12 +17,28 @@ from flower_magic.core.project import project_key
 WORKBENCH_DIRNAME = ".flower"
 BRIEF_NAME = "需求.md"
 GOAL_NAME = "目标.md"
+# The request exactly as the person said it, written before anything else runs: a process killed in
+# its first seconds (before the clarifier's session holds the prompt) must not lose what was asked.
+TASK_NAME = "诉求.md"
+TASK_MAX_READ_BYTES = 16 * 1024 * 1024  # far past the largest task a model can take (workflow/go.py)
 WORK_STEP = "干活"
 
 
 def notes_dir(workspace: str | Path) -> Path:
     """``<workspace>/.flower/notes``: the frozen brief and goal, hand-offs, the Q&A log, archives."""
     return Path(workspace).expanduser().resolve() / WORKBENCH_DIRNAME / "notes"
+
+
+def saved_task(workspace: str | Path) -> str:
+    """The request last said in ``workspace`` (``.flower/notes/诉求.md``), or "" if none can be read."""
+    path = notes_dir(workspace) / TASK_NAME
+    try:
+        if not path.is_file():
+            return ""
+        with path.open("rb") as fh:
+            return fh.read(TASK_MAX_READ_BYTES).decode("utf-8", errors="replace").strip()
+    except OSError:
+        return ""
 
 
 def wake_state(

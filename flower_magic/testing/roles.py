@@ -12,6 +12,7 @@ from __future__ import annotations
 from flower_magic.testing.replies import Reply
 from flower_magic.testing.request import Request
 
+HANDOFF_ASK = "先停一下手上的活"  # the opening of flower_magic.core.handoff.HANDOFF_PROMPT
 ROLES = ("clarifier", "goal", "worker", "judge", "handoff")
 
 # Phrases that occur in exactly one role's system prompt (flower_magic.workflow.roles).
@@ -23,9 +24,10 @@ _MARKERS = (
 
 
 def asks_for_handoff(request: Request) -> bool:
-    """The runtime asked the session to write its hand-off (the five-section request)."""
+    """The runtime asked the session to write its hand-off (the five-section request). The successor's
+    first prompt carries the written document, with the same headings, but not the request."""
     text = request.last_user_text
-    return "现在在做什么" in text and "走不通的路" in text and "下一步" in text
+    return HANDOFF_ASK in text and "现在在做什么" in text and "走不通的路" in text and "下一步" in text
 
 
 def role_of(request: Request) -> str:

@@ -432,8 +432,11 @@ def _make_handler(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                 request.reply_kind = "reject:no-script"
                 self._send_error(400, "invalid_request_error", str(exc))
                 return
-            if reply.delay_s:
-                fake._stopping.wait(reply.delay_s)
+            if reply.delay_s and fake._stopping.wait(reply.delay_s):
+                # The server went down while this answer was on its way: it never arrives.
+                request.reply_kind = "drop:stopped"
+                self._drop()
+                return
             self._answer(request, reply, body)
 
         def _answer(self, request: Request, reply: Reply, body: dict[str, Any]) -> None:

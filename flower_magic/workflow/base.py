@@ -207,7 +207,16 @@ class Workflow:
                 runtime.on_session = _remember(lineage, step.name)
             try:
                 result = await runtime.run(
-                    step.spec, prompt, step_name=label, resume=resume, fork=fork, session_id=keep_id, on_event=on_event
+                    step.spec,
+                    prompt,
+                    step_name=label,
+                    resume=resume,
+                    fork=fork,
+                    session_id=keep_id,
+                    on_event=on_event,
+                    # A lineage session whose first process died before its prompt was stored gets
+                    # the step's own prompt, not only the resume prompt.
+                    opening=(lambda: step.render(ctx, resuming=False)) if carried and attempt == 0 else None,
                 )
             finally:
                 runtime.on_session = None

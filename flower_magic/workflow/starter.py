@@ -23,11 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from flower_magic.core.durable import write_atomic
 from flower_magic.core.human import HumanChannel
 from flower_magic.core.lineage import Lineage
 from flower_magic.core.note import read_note
 from flower_magic.core.project import project_key
-from flower_magic.core.wake import BRIEF_NAME, GOAL_NAME, WORK_STEP, notes_dir
+from flower_magic.core.wake import BRIEF_NAME, GOAL_NAME, TASK_NAME, WORK_STEP, notes_dir, saved_task
 from flower_magic.workflow import brief as brief_note
 from flower_magic.workflow.base import Ctx, Step, Workflow
 from flower_magic.workflow.brief import WAKE_LABEL, Brief
@@ -112,9 +113,9 @@ def _taking_in(step: Step) -> Step:
 
 
 def unfinished_clarification(workspace: str | Path, run_dir: str | Path) -> bool:
-    """A clarification was cut short here: no complete brief, but a person wrote 需求.md by hand, or
-    lineage names the clarifier's session and sessions.db holds it, so ``flower`` with nothing said
-    can continue it. Read-only."""
+    """A clarification was cut short here: no complete brief, but a person wrote 需求.md by hand, the
+    request is on disk (``诉求.md``), or lineage names the clarifier's session and sessions.db holds
+    it, so ``flower`` with nothing said can continue it. Read-only."""
     ws = Path(workspace).expanduser().resolve()
     now = brief_note.read(notes_dir(ws) / BRIEF_NAME)
     brief = Brief.parse(now.text) if now.text is not None else None
@@ -122,6 +123,8 @@ def unfinished_clarification(workspace: str | Path, run_dir: str | Path) -> bool
         return False
     if now.is_edited and (now.text or "").strip():
         return True  # a person's own 需求.md, not yet four sections: the clarifier picks it up
+    if saved_task(ws):
+        return True  # the request is on disk: a run killed before its session held it starts again
     run = Path(run_dir).expanduser().resolve()
     sid = Lineage.open(run, ws).steps.get(CLARIFY_STEP)
     db = run / "sessions.db"
@@ -176,15 +179,21 @@ def starter_flow(
     ws = Path(workspace).expanduser().resolve()
     notes = notes_dir(ws)
     brief_path, goal_path = notes / BRIEF_NAME, notes / GOAL_NAME
+    task_path = notes / TASK_NAME
     archived: Path | None = None
     if new:
         lineage = Lineage.open(Path(run_dir).expanduser().resolve(), ws)
-        archived = lineage.archive(notes / "archive", extra=[brief_path, goal_path])
+        archived = lineage.archive(notes / "archive", extra=[brief_path, goal_path, task_path])
     brief = Brief.load(brief_path)
     waking = brief is not None and brief.complete()
+    if not waking and not ask:
+        ask = saved_task(ws)
     if not waking and not ask and not unfinished_clarification(ws, run_dir):
         raise NoTaskError("要给一句诉求,例如 flower '帮我做一个 X'")
     notes.mkdir(parents=True, exist_ok=True)
+    if not waking and ask:
+        # On disk before any session exists: a kill in the first seconds keeps what was asked.
+        write_atomic(task_path, (ask + "\n").encode("utf-8"))
     channel = HumanChannel(
         on_event=on_event, max_asks=max_asks, timeout_s=timeout_s, log_path=notes / LOG_NAME, amend_path=brief_path
     )
