@@ -5,6 +5,8 @@
     flower --new "task"      archive the old brief, goals and lineage; start fresh
 
 Exit codes: 0 done, 1 stopped (the message says why), 2 a usage mistake, 130 a second Ctrl-C.
+A directory another run is using (a notebook, another terminal) is refused with exit 1 and one line
+saying who holds it; nothing in it is touched.
 Ctrl-C once interrupts the agent and lets you say something; twice quits. SIGHUP / SIGTERM record
 the step in flight in the manifest before the process goes.
 """
@@ -23,7 +25,15 @@ from typing import Any
 
 from flower_magic.core.errors import FlowerError
 from flower_magic.terminal import TerminalView
-from flower_magic.workflow.go import DEFAULT_ROUNDS, GoError, GoOptions, TaskTooBig, build, make_runtime
+from flower_magic.workflow.go import (
+    DEFAULT_ROUNDS,
+    GoError,
+    GoOptions,
+    TaskTooBig,
+    build,
+    hold_run_dir,
+    make_runtime,
+)
 from flower_magic.workflow.phrases import explain_error, plain, problem_line, say, total_line, wake_banner
 from flower_magic.workflow.starter import NEW_CMD, NoTaskError, unfinished_clarification
 
@@ -202,6 +212,23 @@ def main(argv: list[str] | None = None) -> int:
     if not opts.task:
         resumable = bool(facts["waking"]) or unfinished_clarification(opts.workspace, opts.run_dir)
         _ask_first(opts, resumable)
+        if not opts.task and not opts.new and not resumable:
+            # Nothing to do in a fresh directory: say so before the run lock creates the run dir.
+            print(say("need_ask", opts.lang), file=sys.stderr)
+            return 1
+    try:
+        lock = hold_run_dir(opts, front_end="terminal")
+    except FlowerError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    try:
+        return _run_held(opts, facts)
+    finally:
+        lock.release()
+
+
+def _run_held(opts: GoOptions, facts: dict[str, Any]) -> int:
+    """The run itself, with the run dir's lock held."""
     view = TerminalView(opts.lang, verbose=opts.verbose)
     if facts["waking"] and not opts.new:
         view.line(wake_banner(facts, opts.lang))

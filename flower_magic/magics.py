@@ -13,6 +13,10 @@ Guarantees:
       ``interrupted-by-human`` and keeps its session; ``%flower "words"`` then resumes it.
     - When the kernel shuts down the step in flight is recorded (``rescue``); when the kernel process
       dies the Claude Code CLI dies with it (parent-death signal), so two agents never share a session.
+    - A run holds the run dir's lock (``core.runlock``) from before anything is written until its
+      thread ends; a ``%flower`` on a directory another run holds (another notebook, a terminal, or
+      this kernel's previous run still winding down) fails with one ``UsageError`` line saying who
+      holds it, and writes nothing. ``--status`` and ``--panel`` only read and never wait for it.
 """
 
 from __future__ import annotations
@@ -237,7 +241,7 @@ class FlowerMagics(Magics):
             )
         from flower_magic.core.errors import FlowerError
         from flower_magic.display import RunView
-        from flower_magic.workflow.go import build, make_runtime
+        from flower_magic.workflow.go import build, hold_run_dir, make_runtime
         from flower_magic.workflow.goal import Goal
 
         goal = Goal.load(facts["goal"])
@@ -251,22 +255,31 @@ class FlowerMagics(Magics):
             # Headless (nbclient, papermill): no widgets, one display updated in place.
             interactive=bool(getattr(kernel, "_allow_stdin", True)),
         )
+        lock = None
         try:
+            # Before build: it archives on --new and appends a phrase said at wake to 需求.md.
+            lock = hold_run_dir(opts, front_end="notebook")
             starter = build(opts, on_event=view.sink)
             rt = make_runtime(opts)
         except FlowerError as exc:
             view.close()
+            if lock is not None:
+                lock.release()
             raise UsageError(str(exc)) from None
         except BaseException:
             view.close()
+            if lock is not None:
+                lock.release()
             raise
         view.show()
         _LIVE_RUNTIMES.add(rt)
-        runner = _Runner(starter, rt, view)
+        runner = _Runner(starter, rt, view, lock)
         try:
             runner.start()
             self._wait(runner, starter.channel, rt)
         finally:
+            if runner.ident is None:  # the thread never started, so it will not release the lock
+                lock.release()
             # The runtime stays registered until its thread ends (see _Runner.run): a shutdown that
             # cuts the cell short must still find the step in flight and record it.
             view.close(runner.ctx, rt.total_cost(), str(rt.manifest_path))
@@ -310,9 +323,9 @@ class _Runner(threading.Thread):
     """The workflow in its own thread and event loop, so the cell's thread stays free for input()
     and for the kernel's KeyboardInterrupt."""
 
-    def __init__(self, starter: Any, rt: Any, view: Any) -> None:
+    def __init__(self, starter: Any, rt: Any, view: Any, lock: Any) -> None:
         super().__init__(name="flower-run", daemon=True)
-        self.starter, self.rt, self.view = starter, rt, view
+        self.starter, self.rt, self.view, self.lock = starter, rt, view, lock
         self.ctx: dict[str, Any] | None = None
         self.error: BaseException | None = None
 
@@ -327,6 +340,9 @@ class _Runner(threading.Thread):
             self.starter.channel.cancel_all()
             self.rt.close()
             _LIVE_RUNTIMES.discard(self.rt)
+            # Held until the workflow ends, not until the cell returns: after a second Interrupt the
+            # cell is free while this thread still winds the step down.
+            self.lock.release()
 
 
 def load(ipython: Any) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -39,3 +41,81 @@ def wait_until(happened: Callable[[], object], what: str, *, give_up_s: float = 
         if time.monotonic() > give_up:
             raise AssertionError(f"{what} never happened")
         time.sleep(0.05)
+
+
+def snapshot(root: Path) -> dict[str, bytes | None]:
+    """Every file (its bytes) and folder (None) under ``root``: equal snapshots = nothing was written."""
+    return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None) for p in sorted(root.rglob("*"))}
+
+
+# Holds a run dir's lock in its own process until its stdin closes (or it is killed); argv: run dir,
+# front end, step. Says HELD once it holds it, and the pid of a child it started when asked to.
+HOLDER = """
+import subprocess, sys
+from flower_magic.core import runlock
+lock = runlock.acquire(sys.argv[1], front_end=sys.argv[2], step=sys.argv[3])
+if len(sys.argv) > 4:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    print("CHILD", child.pid, flush=True)
+print("HELD", flush=True)
+sys.stdin.read()
+lock.release()
+"""
+
+
+# Tries the lock from another process: prints GOT (and releases) or REFUSED <pid> <step>.
+TRY = """
+import sys
+from flower_magic.core import runlock
+from flower_magic.core.errors import RunLocked
+try:
+    runlock.acquire(sys.argv[1], front_end="api").release()
+except RunLocked as exc:
+    print("REFUSED", exc.pid, exc.step)
+else:
+    print("GOT")
+"""
+
+
+def other_process_tries(run_dir: Path) -> str:
+    """``GOT`` when another process could take ``run_dir``'s lock now, else ``REFUSED <pid> <step>``."""
+    out = subprocess.run([sys.executable, "-c", TRY, str(run_dir)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+class LockHolder:
+    """Another process holding a run dir's lock (a real process: flock is per open file)."""
+
+    def __init__(self, run_dir: Path, front_end: str = "terminal", step: str = "干活", *, with_child: bool = False):
+        argv = [sys.executable, "-c", HOLDER, str(run_dir), front_end, step] + (["child"] if with_child else [])
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.child: int | None = None
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith("CHILD "):
+                self.child = int(line.split()[1])
+            if line.strip() == "HELD":
+                break
+        else:
+            raise AssertionError(f"the lock holder ended before holding it (exit {self.proc.wait()})")
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def release(self) -> None:
+        """Let it release the lock and exit."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+    def __enter__(self) -> LockHolder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.__exit__(None, None, None)  # closes the pipes and waits
+        with contextlib.suppress(OSError, TypeError):
+            os.kill(self.child, 9)  # type: ignore[arg-type]

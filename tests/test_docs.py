@@ -54,3 +54,12 @@ def test_the_size_limits_in_the_readme_are_the_codes() -> None:
     assert f"at most {MAX_TASK_CHARS:,} characters with a 1M-token window" in README
     assert f"{task_limit_chars(WINDOW_HAIKU_TOKENS):,} with a 200K one" in README
     assert f"`(window − {PROMPT_OVERHEAD_TOKENS:,}) × {CLI_CHARS_PER_TOKEN}`" in README
+
+
+def test_the_run_lock_is_documented() -> None:
+    """What lands on disk names the run lock's file; what goes wrong says what its refusal means."""
+    from flower_magic.core.runlock import LOCK_NAME
+
+    assert f"| `R/{LOCK_NAME}` |" in README
+    assert "RunLocked" in README and "kill <pid>" in README and "Ctrl-C in that terminal" in README
+    assert "SessionBusy" in README

@@ -22,6 +22,7 @@ from tornado.httpclient import HTTPResponse
 
 from flower_magic.panel import transcript
 from flower_magic.panel.redaction import REDACTED
+from tests.helpers import LockHolder
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
@@ -495,6 +496,16 @@ async def test_run_serves_rows_totals_lineage_and_wake_facts(call, layout):
     assert body["wake"] == {"brief_complete": True, "goal_checks": 3, "has_brief": True, "has_goal": True}
     assert body["problems"] == [] and body["has_sessions"] is True
     assert_no_leak(response, layout)
+
+
+async def test_run_and_transcript_answer_while_a_run_holds_the_directory(call, layout):
+    """The panel only reads: a run holding the run dir's lock (issue 10) never makes it wait or fail."""
+    with LockHolder(layout.proj / "runs", "notebook", "干活"):
+        response = await call("run", {"path": "proj"})
+        assert response.code == 200
+        assert [r["step"] for r in json.loads(response.body)["rows"]] == ["确认需求", "设定目标", "干活"]
+        page = await call("transcript", {"path": "proj", "session": SID, "limit": "5"})
+        assert page.code == 200 and json.loads(page.body)["entries"]
 
 
 async def test_polling_with_the_etag_gets_304_until_a_file_changes(

@@ -44,6 +44,66 @@ class PathError(FlowerError, OSError):
         )
 
 
+class RunLocked(FlowerError):
+    """Another process runs a workflow in this run dir (it holds ``run.lock``); nothing was written.
+
+    Attributes:
+        path: the lock file.
+        pid: the holder's pid (None when its record could not be read).
+        host: the holder's host name.
+        since: when it took the lock (ISO 8601).
+        step: the step it is running ("" before the first).
+        front_end: ``notebook``, ``terminal`` or ``api``.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        pid: int | None,
+        host: str,
+        since: str,
+        step: str,
+        front_end: str,
+        lang: str = "zh",
+    ) -> None:
+        # The words live in the one phrase table (a stdlib-only leaf module, cheap to import here).
+        from flower_magic.workflow.phrases import run_locked_line
+
+        self.path = path
+        self.pid = pid
+        self.host = host
+        self.since = since
+        self.step = step
+        self.front_end = front_end
+        super().__init__(
+            run_locked_line(path, pid=pid, host=host, since=since, step=step, front_end=front_end, lang=lang)
+        )
+
+
+class SessionBusy(FlowerError):
+    """Someone else (a ``claude`` process that does not take the run lock) kept writing the session's
+    transcript for longer than we wait; the step stopped instead of resuming on top of it.
+
+    Attributes:
+        session_id: the session.
+        path: the transcript file that kept changing.
+        pids: live Claude Code processes seen on it (empty when none could be seen).
+        waited_s: how long we waited.
+    """
+
+    def __init__(
+        self, session_id: str, path: Path, *, pids: tuple[int, ...], waited_s: float, lang: str = "zh"
+    ) -> None:
+        from flower_magic.workflow.phrases import session_busy_line
+
+        self.session_id = session_id
+        self.path = path
+        self.pids = pids
+        self.waited_s = waited_s
+        super().__init__(session_busy_line(session_id, path, pids=pids, waited_s=waited_s, lang=lang))
+
+
 def has_credentials(environ: dict[str, str] | os._Environ[str] | None = None) -> bool:
     """True when an API key, a token, a cloud provider or a Claude login is configured."""
     env = os.environ if environ is None else environ

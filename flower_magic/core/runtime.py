@@ -31,6 +31,7 @@ from flower_magic.core.agent import AgentSpec, build_options
 from flower_magic.core.compact import CompactPolicy
 from flower_magic.core.errors import CredentialsError, ensure_dir, has_credentials
 from flower_magic.core.events import Event, Sink, normalize, session_id_of
+from flower_magic.core.foreign_writer import OtherWriters
 from flower_magic.core.handoff import HandoffPolicy
 from flower_magic.core.launcher import cli_launcher, disconnect
 from flower_magic.core.project import config_dir, project_key
@@ -85,6 +86,7 @@ class Runtime:
     INTERRUPTED = INTERRUPTED
     HANDOFF_DUE = HANDOFF_DUE
     INTERRUPT_NOTE = INTERRUPT_NOTE
+    other_writers = OtherWriters()  # never resume a session someone else is still writing (core.foreign_writer)
 
     def __init__(
         self,
@@ -431,6 +433,7 @@ class Runtime:
 
         from flower_magic.stores.local import backfill, set_aside_local_copy
 
+        await self.other_writers.before_attempt(self, plan, result, on_event)
         if plan.session_id and not plan.resume:
             set_aside_local_copy(self.workspace, plan.session_id, self.env)
         elif plan.resume:

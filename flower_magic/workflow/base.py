@@ -10,9 +10,13 @@ Guarantees:
     - ``woke`` is bumped once at the start of every ``run()``, even when every step is skipped.
     - A step stopped by a message past the read limit (``resilience.is_too_big``) gets no further
       round or retry: it fails, and the session that holds its work stays in lineage.
+    - A continuous workflow holds its run dir's lock (``core.runlock``) while it runs, taken before
+      lineage is read or bumped: a second process running one in the same run dir gets
+      ``RunLocked`` and writes nothing. In one process the hold is shared (a front end that took
+      the lock first, a workflow nested in another), so it never deadlocks on itself.
 Not guaranteed:
-    - Two processes running the same workflow in one run dir keep separate lineages: the last writer
-      of a step name wins.
+    - Exclusion for ``continuous=False`` workflows and for a ``Runtime`` used directly (they take no
+      lock), or between two threads of one process (they share the process's hold).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from flower_magic.core.events import Event, Sink
 from flower_magic.core.lineage import Lineage
 from flower_magic.core.resilience import is_too_big
 from flower_magic.core.result import INTERRUPTED
+from flower_magic.core.runlock import acquire, note_step
 
 Ctx = dict[str, Any]
 Prompt = str | Callable[[Ctx], str]
@@ -109,7 +114,18 @@ class Workflow:
     async def run(
         self, runtime: Any, *, on_event: Sink | None = None, on_step: Callable[[Step, Any], Any] | None = None
     ) -> Ctx:
-        """Run every step; returns ctx (``_woke``, ``_sessions``, ``_results``, and one key per step)."""
+        """Run every step; returns ctx (``_woke``, ``_sessions``, ``_results``, and one key per step).
+
+        A continuous workflow holds its run dir's lock (``core.runlock``) from before lineage is touched
+        to its end, joining the hold of a front end (or an outer workflow) in this process.
+
+        Raises:
+            RunLocked: another process runs a workflow in this run dir; nothing was written.
+        """
+        with _hold_run_dir(self, runtime):
+            return await self._run(runtime, on_event=on_event, on_step=on_step)
+
+    async def _run(self, runtime: Any, *, on_event: Sink | None, on_step: Callable[[Step, Any], Any] | None) -> Ctx:
         ctx = self.context
         ctx["_runtime"] = runtime
         ctx["_on_event"] = on_event
@@ -205,6 +221,7 @@ class Workflow:
                 _emit(on_event, Event("step", label, payload={"attempt": attempt + 1, "resumed": resume is not None}))
             if lineage is not None:
                 runtime.on_session = _remember(lineage, step.name)
+                note_step(runtime.run_dir, label)  # what a refused front end is told is running
             try:
                 result = await runtime.run(
                     step.spec,
@@ -247,6 +264,23 @@ class Workflow:
                 resume = ctx["_sessions"].get(step.resume_from) if step.resume_from else None
                 fork = step.fork
         return result, passed
+
+
+def _hold_run_dir(wf: Workflow, runtime: Any) -> contextlib.AbstractContextManager[Any]:
+    """The run lock for a continuous workflow's run dir (joined if this process holds it), else nothing."""
+    run_dir = getattr(runtime, "run_dir", None)
+    if not (wf.continuous and run_dir and getattr(runtime, "workspace", None)):
+        return contextlib.nullcontext()
+    return acquire(run_dir, front_end="api", join=True, lang=_env_lang())
+
+
+def _env_lang() -> str:
+    from flower_magic.workflow.phrases import pick_lang
+
+    try:
+        return pick_lang()
+    except ValueError:
+        return "zh"
 
 
 def _remember(lineage: Lineage, step: str) -> Callable[[str], None]:

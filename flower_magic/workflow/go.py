@@ -1,8 +1,9 @@
 """The ``go`` options, shared by the ``flower`` command and the ``%flower`` magic: one meaning per flag.
 
 Each front end parses its own syntax into ``GoOptions`` and calls ``check()`` (user mistakes become
-``GoError``, one line, nothing touched on disk); ``make_runtime`` and ``build`` then do the same thing
-for both.
+``GoError``, one line, nothing touched on disk); ``hold_run_dir`` takes the run dir's lock before
+anything is written (a second run on the same directory is refused there); ``make_runtime`` and
+``build`` then do the same thing for both.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from flower_magic.core.handoff import WINDOW_1M_TOKENS, default_window
 from flower_magic.workflow.phrases import pick_lang
 
 if TYPE_CHECKING:
+    from flower_magic.core.runlock import RunLock
     from flower_magic.workflow.starter import Starter
 
 # Imported by %load_ext: keep this module light (the workflow and the SDK load when a run starts).
@@ -141,13 +143,35 @@ class GoOptions:
         return float(self.timeout)
 
 
+def hold_run_dir(opts: GoOptions, *, front_end: str) -> RunLock:
+    """Take the run dir's lock for this run: the first thing a front end does that may touch the disk.
+
+    Call it after ``check()`` and before ``build`` (which archives on ``--new`` and appends a phrase
+    said at wake to 需求.md); release it when the workflow has ended. The workflow joins this hold.
+
+    Args:
+        front_end: ``notebook`` or ``terminal`` (said in the refusal another front end prints).
+
+    Raises:
+        RunLocked: another run holds the run dir (or one in this process that is still winding down);
+            nothing was written.
+        PathError: the run dir cannot be created.
+    """
+    from flower_magic.core.runlock import acquire
+
+    return acquire(opts.run_dir, front_end=front_end, lang=opts.lang)
+
+
 def make_runtime(opts: GoOptions, **kw: Any) -> Any:
     """The runtime for the ``go`` path: trimming on unless ``--no-trim``, hand-off unless ``--no-handoff``."""
+    from flower_magic.core.foreign_writer import OtherWriters
     from flower_magic.core.handoff import HandoffPolicy
     from flower_magic.core.runtime import Runtime
 
     handoff = HandoffPolicy(enabled=opts.handoff, **({"window": opts.window} if opts.window else {}))
-    return Runtime(workspace=opts.workspace, run_dir=opts.run_dir, trim=opts.trim, handoff=handoff, **kw)
+    rt = Runtime(workspace=opts.workspace, run_dir=opts.run_dir, trim=opts.trim, handoff=handoff, **kw)
+    rt.other_writers = OtherWriters(lang=opts.lang)
+    return rt
 
 
 def build(opts: GoOptions, *, on_event: Any = None) -> Starter:

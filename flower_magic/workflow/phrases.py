@@ -71,6 +71,25 @@ _TEXTS: dict[str, dict[str, str]] = {
         "verdict_pass": "通过",
         "verdict_fail": "未通过",
         "verdict_none": "未判定",
+        "run_locked": "{path} 正被另一个 flower 使用:进程 {pid}({front},{host}),{since} 起,当前步骤「{step}」。"
+        "等它跑完,或者停掉它:{stop},或 kill {pid}。",
+        "run_locked_unknown": "{path} 正被另一个进程使用(读不到是谁)。等它跑完再运行。",
+        "run_locked_no_step": "还没开始",
+        "front_notebook": "笔记本",
+        "front_terminal": "终端",
+        "front_api": "Python 脚本",
+        "stop_notebook": "在那个笔记本里中断内核(■)",
+        "stop_terminal": "在那个终端按 Ctrl-C",
+        "stop_api": "停掉那个脚本",
+        "writer_pids": "claude 进程 {pids}",
+        "writer_file": "{name} 还在变",
+        "writer_kill": "kill {pids}",
+        "writer_stop": "停掉在写它的程序",
+        "foreign_wait": "会话 {sid} 还有别人在写({who}),等它停下(最多 {wait})",
+        "session_busy": "会话 {sid} 还在被别人写({who}),等了 {wait} 也没停;为了不让两个 agent 写同一个会话,"
+        "这一步停下了。等它结束(或 {stop})再运行。",
+        "seconds": "{n} 秒",
+        "minutes": "{n} 分钟",
     },
     "en": {
         "wake_head": "<- picking up in {where}",
@@ -121,6 +140,27 @@ _TEXTS: dict[str, dict[str, str]] = {
         "verdict_pass": "passed",
         "verdict_fail": "failed",
         "verdict_none": "not judged yet",
+        "run_locked": "{path} is in use by another flower: pid {pid} ({front}, {host}) since {since}, step {step}. "
+        "Wait for it to finish, or stop it: {stop}, or kill {pid}.",
+        "run_locked_unknown": "{path} is in use by another process (who holds it could not be read). "
+        "Wait for it to finish, then run again.",
+        "run_locked_no_step": "(starting)",
+        "front_notebook": "notebook",
+        "front_terminal": "terminal",
+        "front_api": "Python API",
+        "stop_notebook": "interrupt that notebook's kernel (■)",
+        "stop_terminal": "press Ctrl-C in that terminal",
+        "stop_api": "stop that script",
+        "writer_pids": "claude pid {pids}",
+        "writer_file": "{name} keeps changing",
+        "writer_kill": "kill {pids}",
+        "writer_stop": "stop whatever writes it",
+        "foreign_wait": "someone else is still writing session {sid} ({who}); "
+        "waiting for it to go quiet (up to {wait})",
+        "session_busy": "someone else is still writing session {sid} ({who}) after {wait}; the step stopped so that "
+        "two agents never write one session. Wait for it to end (or {stop}), then run again.",
+        "seconds": "{n} s",
+        "minutes": "{n} min",
     },
 }
 
@@ -282,3 +322,54 @@ def handoff_block(payload: Mapping[str, Any], lang: str = "zh") -> list[Line]:
         lines.append([("dim", say("handoff_path", lang, path=payload["path"]))])
     lines.append([("dim", say("handoff_new", lang, ctx=0))])
     return lines
+
+
+def wait_words(seconds: float, lang: str = "zh") -> str:
+    """``45 秒`` / ``3 分钟`` (``45 s`` / ``3 min``): a wait, for people."""
+    if seconds < 60:
+        return say("seconds", lang, n=f"{seconds:.0f}")
+    return say("minutes", lang, n=f"{seconds / 60:.0f}")
+
+
+def run_locked_line(
+    path: Path, *, pid: int | None, host: str, since: str, step: str, front_end: str, lang: str = "zh"
+) -> str:
+    """The one line a refused ``%flower`` / ``flower`` prints: who holds the run dir and what to do.
+
+    Args:
+        path: the lock file (``<run_dir>/run.lock``); the line names its run dir.
+    """
+    where = str(Path(path).parent)
+    if pid is None:
+        return say("run_locked_unknown", lang, path=where)
+    known = front_end if front_end in ("notebook", "terminal", "api") else "api"
+    return say(
+        "run_locked",
+        lang,
+        path=where,
+        pid=pid,
+        host=host,
+        since=since.replace("T", " "),
+        step=step or say("run_locked_no_step", lang),
+        front=say(f"front_{known}", lang),
+        stop=say(f"stop_{known}", lang),
+    )
+
+
+def _writer_words(path: Path, pids: tuple[int, ...], lang: str) -> tuple[str, str]:
+    listed = " ".join(str(p) for p in pids)
+    if pids:
+        return say("writer_pids", lang, pids=listed), say("writer_kill", lang, pids=listed)
+    return say("writer_file", lang, name=Path(path).name), say("writer_stop", lang)
+
+
+def foreign_wait_line(session_id: str, path: Path, *, pids: tuple[int, ...], wait_s: float, lang: str = "zh") -> str:
+    """The notice while a step waits for someone else to stop writing its session."""
+    who, _ = _writer_words(path, pids, lang)
+    return say("foreign_wait", lang, sid=session_id, who=who, wait=wait_words(wait_s, lang))
+
+
+def session_busy_line(session_id: str, path: Path, *, pids: tuple[int, ...], waited_s: float, lang: str = "zh") -> str:
+    """The error when someone else kept writing the session: the step stopped instead of resuming."""
+    who, stop = _writer_words(path, pids, lang)
+    return say("session_busy", lang, sid=session_id, who=who, wait=wait_words(waited_s, lang), stop=stop)

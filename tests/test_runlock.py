@@ -1,0 +1,368 @@
+"""One agent per run directory (issue 10, build item 3, acceptance d): the run lock itself, in real
+processes (flock is per open file, so threads would prove nothing), and who takes it: the Python API,
+the ``flower`` command and, racing, two ``flower`` processes on one directory."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flower_magic import AgentSpec, Runtime, Step, Workflow
+from flower_magic.core import manifest, runlock
+from flower_magic.core.errors import RunLocked
+from flower_magic.core.project import project_key
+from flower_magic.stores.sqlite import SqliteSessionStore
+from flower_magic.testing import FakeAnthropic, Request, text
+from flower_magic.testing.roles import as_role
+from flower_magic.workflow.phrases import run_locked_line
+from tests.helpers import LockHolder, other_process_tries, snapshot, wait_until, write_script
+
+# -- the lock ---------------------------------------------------------------------------------------
+
+
+def test_the_holder_record_follows_the_steps_and_release_empties_it(tmp_path: Path) -> None:
+    run_dir = tmp_path / "runs"
+    lock = runlock.acquire(run_dir, front_end="notebook")
+    try:
+        found = runlock.holder(run_dir)
+        assert found is not None
+        assert (found.pid, found.host, found.step, found.front_end) == (
+            os.getpid(),
+            socket.gethostname(),
+            "",
+            "notebook",
+        )
+        assert found.since[:4].isdigit() and "T" in found.since  # ISO 8601
+        lock.note_step("设定目标")
+        assert runlock.holder(run_dir) == runlock.Holder(os.getpid(), found.host, found.since, "设定目标", "notebook")
+        raw = json.loads((run_dir / "run.lock").read_text(encoding="utf-8"))
+        assert raw["step"] == "设定目标" and raw["pid"] == os.getpid()
+        assert other_process_tries(run_dir) == f"REFUSED {os.getpid()} 设定目标"
+    finally:
+        lock.release()
+    inode = (run_dir / "run.lock").stat().st_ino
+    assert (run_dir / "run.lock").read_bytes() == b""  # a clean exit leaves no holder behind
+    assert runlock.holder(run_dir) is None
+    assert other_process_tries(run_dir) == "GOT"
+    with runlock.acquire(run_dir, front_end="api"):
+        assert (run_dir / "run.lock").stat().st_ino == inode  # the same file: never replaced
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_a_second_process_is_refused_with_who_holds_it_and_nothing_changes(tmp_path: Path, lang: str) -> None:
+    run_dir = tmp_path / "runs"
+    with LockHolder(run_dir, "terminal", "干活") as held:
+        before = snapshot(tmp_path)
+        with pytest.raises(RunLocked) as caught:
+            runlock.acquire(run_dir, front_end="notebook", lang=lang)
+        assert snapshot(tmp_path) == before
+    exc = caught.value
+    assert (exc.pid, exc.host, exc.step, exc.front_end) == (held.pid, socket.gethostname(), "干活", "terminal")
+    assert exc.path == run_dir.resolve() / "run.lock"
+    message = str(exc)
+    assert "\n" not in message
+    assert str(held.pid) in message and "干活" in message and exc.since.replace("T", " ") in message
+    assert f"kill {held.pid}" in message
+    assert ("Ctrl-C" in message) and (("终端" in message) if lang == "zh" else ("terminal" in message))
+    assert message == run_locked_line(
+        exc.path, pid=held.pid, host=exc.host, since=exc.since, step="干活", front_end="terminal", lang=lang
+    )
+
+
+def test_the_refusal_says_how_to_stop_each_front_end() -> None:
+    lines = {
+        (front, lang): run_locked_line(
+            Path("/w/runs/run.lock"),
+            pid=7,
+            host="h",
+            since="2026-01-01T10:00:00+08:00",
+            step="",
+            front_end=front,
+            lang=lang,
+        )
+        for front in runlock.FRONT_ENDS
+        for lang in ("zh", "en")
+    }
+    assert "中断内核" in lines["notebook", "zh"] and "interrupt that notebook's kernel" in lines["notebook", "en"]
+    assert "Ctrl-C" in lines["terminal", "zh"] and "Ctrl-C in that terminal" in lines["terminal", "en"]
+    assert "停掉那个脚本" in lines["api", "zh"] and "stop that script" in lines["api", "en"]
+    assert all("kill 7" in line and "/w/runs" in line for line in lines.values())
+    assert "还没开始" in lines["api", "zh"] and "(starting)" in lines["api", "en"]
+
+
+def test_kill_minus_nine_frees_the_lock_at_once(tmp_path: Path) -> None:
+    """No stale lock: the OS drops it with the process. Its child (a Claude Code CLI that outlives
+    it) does not inherit the lock either."""
+    run_dir = tmp_path / "runs"
+    with LockHolder(run_dir, with_child=True) as held:
+        assert held.child is not None
+        os.kill(held.pid, signal.SIGKILL)
+        held.proc.wait(timeout=30)
+        os.kill(held.child, 0)  # the child is still alive ...
+        assert runlock.holder(run_dir) is None  # ... the dead holder's record is not taken for a holder
+        with runlock.acquire(run_dir, front_end="terminal"):  # ... and the lock is free, now, without waiting
+            found = runlock.holder(run_dir)
+            assert found is not None and found.pid == os.getpid()
+
+
+def test_reentry_in_one_process(tmp_path: Path) -> None:
+    """A front end's hold is exclusive (a second %flower in the same kernel is refused); a workflow
+    joins it (no deadlock); the process lets go only when the last hold is released."""
+    run_dir = tmp_path / "runs"
+    outer = runlock.acquire(run_dir, front_end="notebook")
+    try:
+        with pytest.raises(RunLocked) as caught:
+            runlock.acquire(run_dir, front_end="notebook")
+        assert caught.value.pid == os.getpid()
+        inner = runlock.acquire(run_dir, front_end="api", join=True)
+        inner.note_step("干活")
+        inner.release()
+        inner.release()  # a second release of one hold does nothing
+        assert runlock.held_here(run_dir)
+        assert other_process_tries(run_dir) == f"REFUSED {os.getpid()} 干活"
+    finally:
+        outer.release()
+    assert not runlock.held_here(run_dir)
+    assert other_process_tries(run_dir) == "GOT"
+
+
+def test_a_torn_record_is_never_read_as_a_holder(tmp_path: Path) -> None:
+    """A reader that catches a rewrite half-done (the new record's start over the old one's end)
+    gets the old record, the new one, or None: never a mix such as a step nobody ran."""
+    run_dir = tmp_path / "runs"
+    run_dir.mkdir()
+    me, host = os.getpid(), socket.gethostname()
+    old = runlock._encode(runlock.Holder(me, host, "2026-01-01T10:00:00+08:00", "确认需求", "terminal"))
+    new = runlock._encode(runlock.Holder(me, host, "2026-01-01T10:00:00+08:00", "设定目标", "terminal"))
+    assert len(old) == len(new)
+    seen = set()
+    for cut in range(len(new) + 1):
+        (run_dir / "run.lock").write_bytes(new[:cut] + old[cut:])
+        found = runlock.holder(run_dir)
+        assert found is None or found.step in ("确认需求", "设定目标"), (cut, found)
+        seen.add(found.step if found else None)
+        (run_dir / "run.lock").write_bytes(new[:cut])
+        assert runlock.holder(run_dir) in (None, runlock._decode(new))
+    assert seen == {"确认需求", "设定目标", None}
+
+
+def test_readers_never_create_anything(tmp_path: Path) -> None:
+    assert runlock.holder(tmp_path / "runs") is None
+    assert not runlock.held_here(tmp_path / "runs")
+    runlock.note_step(tmp_path / "runs", "干活")
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- the Python API ---------------------------------------------------------------------------------
+
+API_CHILD = """
+    import asyncio, sys
+    from flower_magic import AgentSpec, Runtime, Step, Workflow
+
+    def sink(ev):
+        if ev.kind == "system" and ev.text == "init":
+            print("STARTED", flush=True)
+
+    async def main():
+        spec = AgentSpec(name="w", instructions="简短回答。", allowed_tools=[])
+        rt = Runtime(workspace=".", run_dir="runs", resilience=False)
+        try:
+            await Workflow([Step("慢活", spec, "慢慢做。")]).run(rt, on_event=sink)
+        finally:
+            rt.close()
+
+    asyncio.run(main())
+"""
+
+SPEC = AgentSpec(name="w", instructions="简短回答。", allowed_tools=[])
+
+
+@pytest.mark.slow
+def test_two_scripts_using_the_api_cannot_both_drive_one_run_dir(
+    fake_api: FakeAnthropic, fake_api_env: dict[str, str], child_env: dict[str, str], workspace: Path
+) -> None:
+    fake_api.add(text("慢慢做完了", delay_s=600))
+    script = write_script(workspace / "child.py", API_CHILD)
+    with subprocess.Popen(
+        [sys.executable, str(script)], cwd=workspace, env=child_env, stdout=subprocess.PIPE, text=True
+    ) as child:
+        try:
+            assert child.stdout is not None
+            assert child.stdout.readline().strip() == "STARTED"
+            fake_api.wait_for_requests(1, timeout=60)  # the first script's model is at work
+            rt = Runtime(workspace=workspace, run_dir=workspace / "runs", resilience=False)
+            lineage = (workspace / "runs" / "lineage.json").read_bytes()
+            try:
+                with pytest.raises(RunLocked) as caught:
+                    asyncio.run(Workflow([Step("慢活", SPEC, "也来做。")]).run(rt))
+            finally:
+                rt.close()
+            # Lineage not bumped, no manifest row (sessions.db is the first script's, still being written).
+            assert (workspace / "runs" / "lineage.json").read_bytes() == lineage
+            assert not (workspace / "runs" / "manifest.json").exists()
+            assert (caught.value.pid, caught.value.front_end, caught.value.step) == (child.pid, "api", "慢活")
+            assert len(fake_api.requests) == 1  # the second never reached the API
+        finally:
+            child.kill()
+
+
+@pytest.mark.slow
+def test_the_record_names_the_step_the_model_is_working_on(
+    fake_api: FakeAnthropic, fake_api_env: dict[str, str], workspace: Path
+) -> None:
+    """Workflow.run takes the lock itself (front end "api") and the record follows every step."""
+    run_dir = workspace / "runs"
+    seen: list[Any] = []
+
+    def answer(request: Request) -> Any:
+        seen.append(runlock.holder(run_dir))
+        return text("好")
+
+    fake_api.default = answer
+    wf = Workflow([Step("调研", SPEC, "调研一下。"), Step("干活", SPEC, "干活。")])
+    rt = Runtime(workspace=workspace, run_dir=run_dir, resilience=False)
+    try:
+        asyncio.run(wf.run(rt))
+    finally:
+        rt.close()
+    assert [(h.pid, h.front_end, h.step) for h in seen] == [(os.getpid(), "api", "调研"), (os.getpid(), "api", "干活")]
+    assert not runlock.held_here(run_dir) and runlock.holder(run_dir) is None
+
+
+# -- the flower command -----------------------------------------------------------------------------
+
+BRIEF = "## 目标\n写个脚本\n\n## 验收标准\n- 能跑\n\n## 边界\n不做 GUI\n\n## 未知与假设\n- 无"
+
+
+def test_flower_on_a_held_directory_says_who_and_touches_nothing(
+    fake_api: FakeAnthropic, child_env: dict[str, str], workspace: Path
+) -> None:
+    """A wake phrase (appended to 需求.md by build) and --new (archives) are both refused before
+    they write: the directory stays byte-identical."""
+    notes = workspace / ".flower" / "notes"
+    notes.mkdir(parents=True)
+    (notes / "需求.md").write_text(BRIEF, encoding="utf-8")
+    with LockHolder(workspace / "runs", "notebook", "干活") as held:
+        before = snapshot(workspace)
+        for args in (["顺便支持 Y"], ["--new", "另一件事"], ["--lang", "en", "x"]):
+            done = subprocess.run(
+                ["flower", *args], cwd=workspace, env=child_env, capture_output=True, text=True, timeout=120
+            )
+            assert done.returncode == 1, done
+            assert done.stdout == ""
+            (line,) = done.stderr.splitlines()
+            assert f"kill {held.pid}" in line and "干活" in line
+            assert ("interrupt that notebook's kernel" if "en" in args else "中断内核") in line
+            assert snapshot(workspace) == before, args
+    assert fake_api.requests == []
+
+
+# -- acceptance d: two flower processes start on one directory at the same moment -------------------
+
+TRIALS = 20
+# Each process imports everything first, then waits for one byte on stdin: the two are let go
+# together, so they reach the lock within microseconds of each other.
+AT_THE_BARRIER = "import os, sys; from flower_magic.cli import main; os.read(0, 1); sys.exit(main(sys.argv[1:]))"
+REFUSED_ZH = re.compile(
+    r"^(?P<dir>\S+) 正被另一个 flower 使用:进程 (?P<pid>\d+)\(终端,[^)]+\),"
+    r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\S* 起,当前步骤「(确认需求|还没开始)」。"
+    r"等它跑完,或者停掉它:在那个终端按 Ctrl-C,或 kill (?P=pid)。$"
+)
+
+
+def _chain_is_whole(entries: list[dict[str, Any]]) -> bool:
+    seen: set[str] = set()
+    for entry in entries:
+        parent = entry.get("parentUuid")
+        if parent is not None and parent not in seen:
+            return False
+        if entry.get("uuid"):
+            seen.add(entry["uuid"])
+    return True
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_two_flowers_at_the_same_moment_exactly_one_runs(
+    fake_api: FakeAnthropic, child_env: dict[str, str], workspace: Path
+) -> None:
+    # Slow enough that the winner is still running when the loser reaches the lock.
+    fake_api.add(as_role("clarifier", text(BRIEF, delay_s=1.0, times=None)))
+    run_dir = workspace / "runs"
+    winners: list[int] = []
+    for trial in range(1, TRIALS + 1):
+        task = f"任务 {trial}"
+        argv = [sys.executable, "-c", AT_THE_BARRIER, "--new", "--clarify-only", task]
+        logs = [workspace.parent / f"trial{trial}-{n}.{kind}" for n in range(2) for kind in ("out", "err")]
+        files = [path.open("wb") for path in logs]
+        procs = [
+            subprocess.Popen(argv, cwd=workspace, env=child_env, stdin=subprocess.PIPE, stdout=out, stderr=err)
+            for out, err in (files[0:2], files[2:4])
+        ]
+        try:
+            for p in procs:
+                assert p.stdin is not None
+                p.stdin.write(b"x")
+                p.stdin.flush()
+            for p in procs:
+                assert p.stdin is not None
+                p.stdin.close()
+            for p in procs:
+                p.wait(timeout=180)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            for f in files:
+                f.close()
+        outs = [(logs[0].read_bytes(), logs[1].read_bytes()), (logs[2].read_bytes(), logs[3].read_bytes())]
+        rcs = [p.returncode for p in procs]
+        assert sorted(rcs) == [0, 1], (trial, rcs, outs)
+        win, lose = (0, 1) if rcs[0] == 0 else (1, 0)
+        winners.append(win)
+        out, err = (o.decode() for o in outs[lose])
+        assert out == "", (trial, out)
+        (line,) = err.splitlines()  # one line, and nothing else
+        m = REFUSED_ZH.match(line)
+        assert m, (trial, line)
+        assert int(m["pid"]) == procs[win].pid and m["dir"] == str(run_dir.resolve())
+        assert "Traceback" not in outs[win][1].decode()
+
+        # No manifest row lost: one per winner so far, each from its own run.
+        rows = manifest.read_rows(run_dir)
+        assert [r["step"] for r in rows] == ["确认需求"] * trial
+        assert all(r["ok"] for r in rows) and len({r["run"] for r in rows}) == trial
+        assert len(list((workspace / ".flower" / "notes" / "archive").iterdir())) == trial  # losers never archived
+        assert len(fake_api.requests) == trial  # losers never reached the API
+        # The sessions.db chain is intact.
+        sid = json.loads((run_dir / "lineage.json").read_text(encoding="utf-8"))["steps"]["确认需求"]
+        conn = sqlite3.connect(run_dir / "sessions.db")
+        try:
+            assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        finally:
+            conn.close()
+        store = SqliteSessionStore(run_dir / "sessions.db", readonly=True)
+        try:
+            entries = store.load_sync({"project_key": project_key(workspace), "session_id": sid}) or []
+        finally:
+            store.close()
+        said = [e for e in entries if e.get("type") in ("user", "assistant")]
+        assert task in json.dumps(said[0], ensure_ascii=False) and "写个脚本" in json.dumps(
+            said[-1], ensure_ascii=False
+        )
+        assert _chain_is_whole(entries), trial
+        wait_until(lambda: runlock.holder(run_dir) is None, "the winner letting go of the lock")
+    # Both sides won some: the race was a race, not an order.
+    print(f"winners by launch order: first {winners.count(0)}, second {winners.count(1)}")
