@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,9 +61,15 @@ DELAYS_S = (0.0, 0.03, 0.06, 0.1, 0.15, 0.25, 0.5, 0.9)
 REPLY_DELAY_S = 1.2  # the model takes its time: later kills land while it holds the prompt
 
 
-def model(request: Request) -> Reply:
-    said = {"clarifier": BRIEF, "goal": GOAL, "judge": ACHIEVED}.get(role_of(request), "做完了,clean.py 已写好。")
-    return text(said, delay_s=REPLY_DELAY_S)
+def model_for(slow: str) -> Callable[[Request], Reply]:
+    """The fake model: each role's answer; the role under test takes its time."""
+
+    def answer(request: Request) -> Reply:
+        role = role_of(request)
+        said = {"clarifier": BRIEF, "goal": GOAL, "judge": ACHIEVED}.get(role, "做完了,clean.py 已写好。")
+        return text(said, delay_s=REPLY_DELAY_S if role == slow else 0.0)
+
+    return answer
 
 
 def _trial(api: FakeAnthropic, env: dict[str, str], ws: Path, role: str, delay: float) -> dict[str, Any]:
@@ -113,10 +120,10 @@ def _trial(api: FakeAnthropic, env: dict[str, str], ws: Path, role: str, delay: 
 def test_a_killed_cli_is_resumed_with_the_steps_instructions(
     fake_api: FakeAnthropic, child_env: dict[str, str], tmp_path: Path
 ) -> None:
-    fake_api.default = model
     env = {**child_env, "WALK_INTERRUPT_FILE": str(tmp_path / "unused")}
     report = []
     for role in MUST_HOLD:
+        fake_api.default = model_for(role)
         for i, delay in enumerate(DELAYS_S):
             got = _trial(fake_api, env, tmp_path / f"{role}-{i}", role, delay)
             lacking = [r.index for r in got["requests"] if MUST_HOLD[role] not in r.all_text]
