@@ -21,7 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from flower_magic.stores.prune import prune, relink, resume_view
+from flower_magic.stores.prune import prune, relink
+from flower_magic.stores.resume import resume_view
 
 Entry = dict[str, Any]
 

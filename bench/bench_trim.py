@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from flower_magic.stores.prune import resume_view
+from flower_magic.stores.resume import resume_view
 from flower_magic.stores.trim import TrimPolicy, trim
 
 Entry = dict[str, Any]

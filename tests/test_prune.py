@@ -21,13 +21,12 @@ from flower_magic.stores.prune import (
     SYNTHETIC_MODEL,
     PrunePolicy,
     PruneResult,
-    PruningSessionStore,
     denial_ids,
     is_api_error,
     prune,
     relink,
-    resume_view,
 )
+from flower_magic.stores.resume import PruningSessionStore, resume_view
 from flower_magic.stores.trim import EphemeralPolicy, TrimPolicy
 
 Entry = dict[str, Any]

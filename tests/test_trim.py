@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from flower_magic.stores.prune import resume_view
+from flower_magic.stores.resume import resume_view
 from flower_magic.stores.trim import (
     SPILL_POINTER,
     EphemeralPolicy,

@@ -546,6 +546,6 @@ class Runtime:
 
 def _make_store(path: Path, workspace: Path, trim: Any, ephemeral: Any, keep_denials: int) -> Any:
     """The one store every Runtime uses: ``<run_dir>/sessions.db``, pruned (and trimmed) on load."""
-    from flower_magic.stores.prune import PruningSessionStore
+    from flower_magic.stores.resume import PruningSessionStore
 
     return PruningSessionStore(path, workspace=workspace, trim=trim, ephemeral=ephemeral, keep_denials=keep_denials)

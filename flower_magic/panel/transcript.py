@@ -214,7 +214,7 @@ def resumed_page(db: Path, key: str, workspace: Path, offset: int, limit: int) -
     """
     global _resumed_last
     try:
-        from flower_magic.stores.prune import resume_view
+        from flower_magic.stores.resume import resume_view
     except ImportError as exc:
         raise TranscriptError(
             501,

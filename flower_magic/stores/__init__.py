@@ -3,6 +3,7 @@
 Importing this package does not import ``claude_agent_sdk``.
 """
 
+from flower_magic.stores.resume import PruningSessionStore
 from flower_magic.stores.sqlite import SqliteSessionStore
 
-__all__ = ["SqliteSessionStore"]
+__all__ = ["PruningSessionStore", "SqliteSessionStore"]

@@ -1,0 +1,173 @@
+"""What a resume is handed: the stored transcript with expiry, trimming and pruning applied.
+
+``resume_view`` makes the copy (for the CLI on resume, and for the panel's "as the model would get
+it"); ``PruningSessionStore`` is sessions.db with that view on ``load()`` — the store a ``Runtime``
+uses, and the one to plug into your own ``ClaudeAgentOptions(session_store=...)``.
+
+Guarantees:
+    - ``load()`` never changes what the model was told: sessions.db keeps every entry verbatim. The
+      one in-place change it makes is to re-point a stored link that names an entry which never
+      existed in the store (stores/chain.py), so the chain is walkable by every reader.
+    - ``append()`` stores links to the copy's own made-up entries as links to the real ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from flower_magic.stores.chain import Relink, repair, to_stored
+from flower_magic.stores.prune import Entry, PrunePolicy, prune
+from flower_magic.stores.rows import ENCODER
+from flower_magic.stores.sqlite import SqliteSessionStore, store_key
+
+if TYPE_CHECKING:
+    from claude_agent_sdk.types import SessionKey, SessionStoreEntry
+
+
+@dataclass
+class ResumeView:
+    """A transcript as the model would get it on resume, and what changed (entry uuids)."""
+
+    entries: list[Entry]
+    dropped: set[str] = field(default_factory=set)
+    rewritten: set[str] = field(default_factory=set)
+    added: set[str] = field(default_factory=set)
+    report: dict[str, Any] = field(default_factory=dict)
+    relinks: list[Relink] = field(default_factory=list)
+
+
+def resume_view(
+    entries: list[Entry],
+    *,
+    workspace: Path,
+    trim: Any = False,
+    ephemeral: Any = True,
+    prune_policy: PrunePolicy | None = None,
+    write: bool = False,
+) -> ResumeView:
+    """Apply expiry, trimming (when on) and pruning, in that order; ``entries`` is not modified.
+
+    Args:
+        trim: a ``TrimPolicy`` or a bool.
+        ephemeral: an ``EphemeralPolicy`` or a bool.
+        write: write spill files (a resume does; a read-only viewer does not).
+    """
+    from flower_magic.stores.trim import EphemeralPolicy, TrimPolicy, expire
+    from flower_magic.stores.trim import trim as trim_entries
+
+    eph = ephemeral if isinstance(ephemeral, EphemeralPolicy) else EphemeralPolicy(enabled=bool(ephemeral))
+    tp = trim if isinstance(trim, TrimPolicy) else TrimPolicy(enabled=bool(trim))
+    report: dict[str, Any] = {"expired": 0, "cleared": 0, "kept": 0, "chars_saved": 0, "unspilled": 0}
+    rewritten: set[str] = set()
+    # A chain broken by an earlier resume copy (0.1.0's random seals) is walked whole again first.
+    work, relinks = repair(entries)  # expire, trim and prune copy what they change; ``entries`` is never modified
+    rewritten.update(r.uuid for r in relinks if r.uuid)
+    report["relinked"] = len(relinks)
+    # Rewriting a 100K-entry session allocates tens of thousands of containers, and each collection
+    # the cyclic collector starts walks the whole session again (a third of the time of a big load).
+    # Nothing made here forms a cycle, so collecting afterwards loses nothing.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        if eph.enabled:
+            work, expired = expire(work, eph)
+            rewritten.update(expired)
+            report["expired"] = len(expired)
+        if tp.enabled:
+            work, trim_report = trim_entries(work, tp, workspace, write=write)
+            rewritten.update(trim_report.pop("rewritten"))
+            report.update(trim_report)
+        pruned = prune(work, prune_policy)
+    finally:
+        if was_enabled:
+            gc.enable()
+    healed = sum(1 for uid in pruned.added if uid.startswith("heal-"))
+    report.update(pruned=len(pruned.dropped), denials_dropped=pruned.denials_dropped, healed=healed)
+    report["sealed"] = len(pruned.added) - healed
+    dropped = set(pruned.dropped)
+    rewritten = (rewritten | set(pruned.rewritten)) - dropped
+    return ResumeView(pruned.entries, dropped, rewritten, set(pruned.added), report, relinks)
+
+
+class PruningSessionStore(SqliteSessionStore):
+    """sessions.db with pruning (and expiry, and optional trimming) applied on ``load()`` only.
+
+    Args:
+        path: the SQLite file.
+        workspace: where spill files go (``<workspace>/.flower/spill``).
+        trim: ``TrimPolicy`` or bool (off by default; the ``flower`` front ends turn it on).
+        ephemeral: ``EphemeralPolicy`` or bool (on by default).
+        keep_denials: denied calls kept in resumed context.
+        prune: a full ``PrunePolicy`` (overrides ``keep_denials``).
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        workspace: str | Path,
+        trim: Any = False,
+        ephemeral: Any = True,
+        keep_denials: int = 1,
+        prune: PrunePolicy | None = None,
+    ) -> None:
+        super().__init__(path)
+        self.workspace = Path(workspace)
+        self.trim_policy = trim
+        self.ephemeral_policy = ephemeral
+        self.prune_policy = prune or PrunePolicy(keep_denials=keep_denials)
+        self.last_report: dict[str, Any] = {}
+
+    async def load(self, key: SessionKey) -> list[SessionStoreEntry] | None:
+        """The session as a resume must see it (see ``resume_view``); None for an unknown key."""
+        stored = await super().load(key)
+        if stored is None:
+            return None
+        # In a worker thread, like the read itself: a 100K-entry view must not stall the kernel's loop.
+        view = await asyncio.to_thread(
+            resume_view,
+            cast("list[Entry]", stored),
+            workspace=self.workspace,
+            trim=self.trim_policy,
+            ephemeral=self.ephemeral_policy,
+            prune_policy=self.prune_policy,
+            write=True,
+        )
+        self.last_report = view.report
+        mended = [r for r in view.relinks if r.was_made_up and r.uuid]
+        if mended:
+            # Stored entries that name a made-up parent (0.1.0) are fixed where they lie, so every later
+            # reader, the original runtime included, walks the whole chain without this repair.
+            await asyncio.to_thread(self._relink_stored, key, mended)
+        return cast("list[SessionStoreEntry]", view.entries)
+
+    async def append(self, key: SessionKey, entries: list[SessionStoreEntry]) -> None:
+        """Store a batch, with links to the resume copy's own entries re-pointed to real ones."""
+        fixed = to_stored(cast("list[Entry]", entries))
+        await super().append(key, cast("list[SessionStoreEntry]", fixed))
+
+    def _relink_stored(self, key: SessionKey, relinks: list[Relink]) -> None:
+        """Rewrite the named link of stored entries (by uuid); the only in-place change the store makes."""
+        if self.is_readonly:
+            return
+        sk = store_key(key)
+        with self._writing() as db:
+            for relink in relinks:
+                row = db.execute(
+                    "SELECT payload FROM entries WHERE store_key = ? AND uid = ?", (sk, relink.uuid)
+                ).fetchone()
+                if row is None:
+                    continue
+                entry = json.loads(row[0])
+                if entry.get(relink.name) != relink.old:
+                    continue  # changed meanwhile: leave it
+                entry[relink.name] = relink.new
+                db.execute(
+                    "UPDATE entries SET payload = ? WHERE store_key = ? AND uid = ?",
+                    (ENCODER.encode(entry), sk, relink.uuid),
+                )
