@@ -236,6 +236,20 @@ class Walk:
         path = self.ws / "runs" / "lineage.json"
         return dict(json.loads(path.read_text(encoding="utf-8"))) if path.exists() else {}
 
+    def archived_since(self, when: float) -> bool:
+        archive = self.ws / ".flower" / "notes" / "archive"
+        try:
+            return any(p.stat().st_mtime >= when - 1 for p in archive.iterdir())
+        except OSError:
+            return False
+
+    def brief_text(self) -> str:
+        path = self.ws / ".flower" / "notes" / "需求.md"
+        try:
+            return path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return ""
+
     def work_sid(self) -> str | None:
         return (self.lineage().get("steps") or {}).get(WORK_STEP)
 
@@ -275,10 +289,10 @@ class Walk:
         self.ops_done += 1
         self.counts[str(op)] = self.counts.get(str(op), 0) + 1
         before_sid = self.work_sid()
-        if op.start == "new":
-            before_sid = None
+        before_marker, before_task, before_new = self.model.marker, self.task, self.n_new
         expected = {sid: Session(s.marker, list(s.said)) for sid, s in self.sessions.items()}
         n_req = len(self.api.requests)
+        started_at = time.time()
         self.model.full = op.start == "handoff"
         self.model.delay_s = 0.8 if op.moment in ("request", "early") or op.event == "outage" else 0.0
         argv = self.argv(op)
@@ -288,6 +302,12 @@ class Walk:
         # Killed before it wrote a byte (still importing): nothing was started, the task was never said.
         self.started = self.started or (self.ws / ".flower" / "notes" / TASK_NAME).exists()
         after_sid = self.work_sid()
+        if op.start == "new" and not self.archived_since(started_at):
+            # Killed before --new archived anything: the old request is still the one at work.
+            self.model.marker, self.task, self.n_new = before_marker, before_task, before_new
+            op.start = "continue"
+        elif op.start == "new":
+            before_sid = None
         handed_off = any(role_of(r) == "handoff" for r in self.api.requests[n_req:])
         self.account(op, before_sid, after_sid, handed_off=handed_off)
         self.check(index, op, expected, n_req, rc)
@@ -396,6 +416,8 @@ class Walk:
             # a hand-off's successor, which begins from the hand-off document.
             fresh = (op.start in ("task", "new") or before is None) and not handed_off
             self.sessions[after] = Session(self.model.marker if fresh else None)
+        if op.start == "wake" and op.said not in self.brief_text():
+            op.said = ""  # killed before the phrase was written down: it was never said
         if op.said and after in self.sessions:
             self.sessions[after].said.append(op.said)
 

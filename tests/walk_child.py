@@ -21,7 +21,7 @@ from typing import Any
 
 from flower_magic.cli import build_parser, options_from
 from flower_magic.core.resilience import Resilience
-from flower_magic.workflow.go import build, make_runtime
+from flower_magic.workflow.go import build, hold_run_dir, make_runtime
 
 FAST = Resilience(base_delay=0.2, max_delay=1.0, probe_interval=0.2, probe_timeout=1.0, max_offline_wait=120.0)
 
@@ -37,6 +37,14 @@ def sink(event: Any) -> None:
 
 async def main(argv: list[str]) -> int:
     opts = options_from(build_parser().parse_args(argv))
+    lock = hold_run_dir(opts, front_end="terminal")  # as flower does: before anything is written
+    try:
+        return await _run(opts)
+    finally:
+        lock.release()
+
+
+async def _run(opts: Any) -> int:
     starter = build(opts, on_event=sink)
     rt = make_runtime(opts, resilience=FAST)
     starter.channel.nobody_answers()

@@ -342,6 +342,14 @@ class Runtime:
         except Exception:
             return False
 
+    def holds_text(self, session_id: str, text: str) -> bool:
+        """The stored session contains ``text`` somewhere (a prompt it was given, a reply it wrote)."""
+        key = {"project_key": self.project_key, "session_id": session_id}
+        try:
+            return bool(self.store.holds_text(key, text))
+        except Exception:
+            return False
+
     def _with_opening(self, prompt: str) -> str:
         """``prompt`` preceded by the step's own instructions (when they are known and differ)."""
         opening = self._opening

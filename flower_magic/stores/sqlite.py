@@ -363,6 +363,18 @@ class SqliteSessionStore:
             (count,) = db.execute("SELECT count(*) FROM entries WHERE store_key = ?", (store_key(key),)).fetchone()
         return int(count)
 
+    def holds_text(self, key: SessionKey, text: str) -> bool:
+        """Whether some entry of ``key`` contains ``text`` (as stored: JSON-escaped). Reads in SQLite,
+        without decoding a payload."""
+        needle = ENCODER.encode(text)[1:-1]
+        if not needle:
+            return True
+        with self._reading() as db:
+            row = db.execute(
+                "SELECT 1 FROM entries WHERE store_key = ? AND instr(payload, ?) > 0 LIMIT 1", (store_key(key), needle)
+            ).fetchone()
+        return row is not None
+
     def has_session(self, project_key: str, session_id: str) -> bool:
         """Whether the main transcript of ``session_id`` is stored. Reads no payload."""
         with self._reading() as db:

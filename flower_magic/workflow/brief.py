@@ -91,6 +91,22 @@ def additions(text: str) -> str:
     return text[found.start() :].strip() if found else ""
 
 
+_ADDED_HEAD_RE = re.compile(rf"^## (?:{WAKE_LABEL}|{RUNTIME_LABEL})(?:\([^)\n]*\))?[ \t]*$", re.MULTILINE)
+
+
+def remarks(text: str) -> list[str]:
+    """What the person said later, one entry per appended section (wake phrases, mid-run words), in
+    the order they were said."""
+    heads = list(_ADDED_HEAD_RE.finditer(text))
+    ends = [h.start() for h in heads[1:]] + [len(text)]
+    out: list[str] = []
+    for head, end in zip(heads, ends[: len(heads)], strict=True):
+        body = text[head.end() : end].strip()
+        if body:
+            out.append(body)
+    return out
+
+
 def rendered(text: str) -> bool:
     """Whether ``text`` is exactly what flower writes for the brief it holds (plus flower's appends):
     how a 需求.md with no record of flower's writes (from 0.1 or the original runtime) is judged."""

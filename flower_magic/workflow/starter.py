@@ -31,11 +31,11 @@ from flower_magic.core.project import project_key
 from flower_magic.core.wake import BRIEF_NAME, GOAL_NAME, TASK_NAME, WORK_STEP, notes_dir, saved_task
 from flower_magic.workflow import brief as brief_note
 from flower_magic.workflow.base import Ctx, Step, Workflow
-from flower_magic.workflow.brief import WAKE_LABEL, Brief
+from flower_magic.workflow.brief import WAKE_LABEL, Brief, remarks
 from flower_magic.workflow.clarify import BRIEF_EDITED_KEY, clarify_step
 from flower_magic.workflow.clarify import STEP_NAME as CLARIFY_STEP
 from flower_magic.workflow.edits import taken_in
-from flower_magic.workflow.judge import GOAL_EDITED_KEY, GOAL_KEY, GOAL_REDONE_KEY, goal_step, with_goal
+from flower_magic.workflow.judge import GOAL_EDITED_KEY, GOAL_KEY, GOAL_REDONE_KEY, GOAL_STEP, goal_step, with_goal
 from flower_magic.workflow.roles import worker
 
 LOG_NAME = "问答记录.md"
@@ -44,6 +44,7 @@ NEW_CMD = "/new"
 WORK_PROMPT = "照这份需求做:\n\n{brief}"
 WORK_GOAL = "\n\n---\n\n做完的判定标准(会有独立的判定者逐条核对):\n\n{goal}"
 WAKE_NOTHING_SAID = "接着做。上次做到哪就从哪接着,先用一句话说说你打算先动什么。"
+WAKE_UNHEARD = "人之前还说过下面这些话,你当时没来得及收到(已经写进需求确认书了):\n\n{said}"
 WAKE_REGOAL = "判定标准已经按这句话重新推导过,**以这份为准**:\n\n{goal}"
 WAKE_REBRIEF = "需求确认书(.flower/notes/需求.md)人亲手改过了,**以下面这份为准**,他写的每一句都算数:\n\n{brief}"
 WAKE_GOAL_EDITED = "判定标准(.flower/notes/目标.md)人亲手改过了,**以他改的为准**:\n\n{goal}"
@@ -76,8 +77,25 @@ def _work_prompt(ctx: Ctx) -> str:
     return text
 
 
-def _wake_prompt(said: str, ctx: Ctx, *, regoal: bool) -> str:
-    parts = [said or WAKE_NOTHING_SAID]
+def _unheard(said: str, ctx: Ctx, brief_path: Path) -> list[str]:
+    """Earlier remarks in 需求.md that the work session never received (a run killed after writing
+    them and before the session was resumed with them), oldest first."""
+    rt = ctx.get("_runtime")
+    sid = (ctx.get("_sessions") or {}).get(WORK_STEP)
+    if rt is None or not sid or not hasattr(rt, "holds_text"):
+        return []
+    text = read_note(brief_path) or ""
+    return [r for r in remarks(text) if r != said and not rt.holds_text(sid, r)]
+
+
+def _wake_prompt(said: str, ctx: Ctx, *, regoal: bool, brief_path: Path | None = None) -> str:
+    unheard = _unheard(said, ctx, brief_path) if brief_path is not None else []
+    parts = [WAKE_UNHEARD.format(said="\n\n".join(unheard))] if unheard else []
+    parts.append(said or ("" if unheard else WAKE_NOTHING_SAID))
+    parts = [p for p in parts if p]
+    # Goals derived again in this wake (a phrase said now, or one an earlier run wrote down and died).
+    redone = getattr((ctx.get("_results") or {}).get(GOAL_STEP), "ok", False)
+    regoal = regoal or bool(redone)
     # A person's edit of 需求.md / 目标.md reaches the resumed worker as they wrote it (workflow.edits).
     rebrief = bool(ctx.get(BRIEF_EDITED_KEY))
     if rebrief:
@@ -90,6 +108,14 @@ def _wake_prompt(said: str, ctx: Ctx, *, regoal: bool) -> str:
     elif (rebrief or ctx.get(GOAL_REDONE_KEY)) and goal is not None:
         parts.append(WAKE_GOAL_REDONE.format(goal=goal.prompt_block()))
     return "\n\n---\n\n".join(parts)
+
+
+def _newer(path: Path, than: Path) -> bool:
+    """``path`` was modified after ``than`` (False when either cannot be read)."""
+    try:
+        return path.stat().st_mtime_ns > than.stat().st_mtime_ns
+    except OSError:
+        return False
 
 
 def _taking_in(step: Step) -> Step:
@@ -186,8 +212,10 @@ def starter_flow(
         archived = lineage.archive(notes / "archive", extra=[brief_path, goal_path, task_path])
     brief = Brief.load(brief_path)
     waking = brief is not None and brief.complete()
-    if not waking and not ask:
-        ask = saved_task(ws)
+    if not waking:
+        # A request cut short before its brief: what is said now adds to it, it does not replace it.
+        earlier = saved_task(ws)
+        ask = f"{earlier}\n\n{ask}" if ask and earlier and ask not in earlier else ask or earlier
     if not waking and not ask and not unfinished_clarification(ws, run_dir):
         raise NoTaskError("要给一句诉求,例如 flower '帮我做一个 X'")
     notes.mkdir(parents=True, exist_ok=True)
@@ -210,7 +238,9 @@ def starter_flow(
                     goal_path=goal_path,
                     brief_key=CLARIFY_STEP,
                     always_set=amended,
-                    redo=lambda ctx: bool(ctx.get(BRIEF_EDITED_KEY)),
+                    # Also when 需求.md changed after the goals were derived: a phrase written down by a
+                    # run that died before the goals followed it.
+                    redo=lambda ctx: bool(ctx.get(BRIEF_EDITED_KEY)) or _newer(brief_path, goal_path),
                     lang=lang,
                 )
             )
@@ -218,7 +248,7 @@ def starter_flow(
             WORK_STEP,
             worker(channel, instructions=instructions),
             _work_prompt,
-            resume_prompt=lambda ctx: _wake_prompt(said, ctx, regoal=amended),
+            resume_prompt=lambda ctx: _wake_prompt(said, ctx, regoal=amended, brief_path=brief_path),
         )
         if goal:
             work = with_goal(work, channel, goal_path=goal_path, rounds=rounds, can_run=judge_can_run, lang=lang)
