@@ -589,3 +589,16 @@ def test_no_person_version_is_ever_lost(ops: list[tuple[str, ...]]) -> None:
             kept = [p.read_bytes() for p in path.parent.glob("需求.md.edited-*")]
             assert all(data in kept for data in replaced)
             assert brief_note.read(path).is_ours == (owner != "person")
+
+
+def test_remarks_are_the_appended_sections_in_order() -> None:
+    from flower_magic.workflow.brief import RUNTIME_LABEL, WAKE_LABEL, remarks
+
+    text = (
+        "# 需求确认书\n\n## 目标\n做 X\n\n"
+        f"## {WAKE_LABEL}(10:00:01)\n先说的\n\n"
+        f"## {RUNTIME_LABEL}(10:00:02)\n后说的\n第二行\n\n"
+        f"## {WAKE_LABEL}(10:00:03)\n\n"
+    )
+    assert remarks(text) == ["先说的", "后说的\n第二行"]
+    assert remarks("# 需求确认书\n\n## 目标\n做 X\n") == []

@@ -168,3 +168,53 @@ def test_a_run_dir_left_by_the_original_runtime_continues_with_nothing_lost(
     body = fake_api.requests[n].all_text
     assert body.index("第一句-ONE") < body.index("第二句-TWO") < body.index("第三句-THREE")
     assert "No response requested" not in body
+
+
+def _flower(ws: Path, env: dict[str, str], *args: str) -> None:
+    """One run of the default workflow as ``flower`` runs it (tests/walk_child.py)."""
+    from tests.walk import CHILD
+
+    out = subprocess.run(
+        [sys.executable, str(CHILD), "--timeout", "0", "--rounds", "1", *args],
+        cwd=ws,
+        env={**env, "WALK_INTERRUPT_FILE": str(ws.parent / "unused")},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_a_phrase_written_down_by_a_run_that_died_reaches_the_worker_and_the_goals(
+    fake_api: FakeAnthropic, child_env: dict[str, str], workspace: Path
+) -> None:
+    """A wake phrase is appended to 需求.md first; a run killed right after that used to leave it on
+    disk only: the next plain wake resumed the worker with "carry on" and kept the old goals."""
+    from flower_magic.core.wake import BRIEF_NAME, notes_dir
+    from flower_magic.testing.roles import role_of
+    from flower_magic.workflow.brief import WAKE_LABEL, append_section
+    from tests.test_cli_child_kill import ACHIEVED, BRIEF, GOAL
+
+    def model(request: object) -> object:
+        role = role_of(request)  # type: ignore[arg-type]
+        return text({"clarifier": BRIEF, "goal": GOAL, "judge": ACHIEVED}.get(role, "做完了。"))
+
+    fake_api.default = model  # type: ignore[assignment]
+    _flower(workspace, child_env, "清洗 CSV")
+    # What the killed wake left: the phrase in the brief, nothing else.
+    append_section(notes_dir(workspace) / BRIEF_NAME, WAKE_LABEL, "顺便-补充-P7")
+    n = len(fake_api.requests)
+
+    _flower(workspace, child_env)
+
+    roles = [role_of(r) for r in fake_api.requests[n:]]
+    assert "goal" in roles, "the goals were not derived again from the changed brief"
+    worker = [r for r in fake_api.requests[n:] if role_of(r) == "worker"]
+    assert worker and "顺便-补充-P7" in worker[0].last_user_text
+    n = len(fake_api.requests)
+
+    _flower(workspace, child_env)  # delivered once: not said again, goals not derived again
+
+    again = fake_api.requests[n:]
+    assert "goal" not in [role_of(r) for r in again]
+    assert all("顺便-补充-P7" not in r.last_user_text for r in again if role_of(r) == "worker")

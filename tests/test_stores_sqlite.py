@@ -844,3 +844,18 @@ async def test_real_cli_mirrors_into_the_store_and_resumes_from_it_alone(
     after = store.load_sync({"project_key": pk, "session_id": sid})
     assert after is not None and len(after) > len(stored)
     assert any("which word did I ask" in json.dumps(e) for e in after)
+
+
+def test_holds_text_finds_what_was_said_as_stored(tmp_path: Path) -> None:
+    """Non-ASCII, quotes and newlines are stored escaped; the search escapes the same way."""
+    store = SqliteSessionStore(tmp_path / "s.db")
+    key = {"project_key": "p", "session_id": "s"}
+    said = '顺便 "支持" Y\n第二行'
+    try:
+        store._append(key, [{"type": "user", "uuid": "u1", "message": {"role": "user", "content": said}}])  # type: ignore[arg-type,list-item]
+        assert store.holds_text(key, said)  # type: ignore[arg-type]
+        assert store.holds_text(key, "支持")  # type: ignore[arg-type]
+        assert not store.holds_text(key, "没说过")  # type: ignore[arg-type]
+        assert not store.holds_text({"project_key": "p", "session_id": "other"}, "支持")  # type: ignore[arg-type]
+    finally:
+        store.close()
