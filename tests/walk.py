@@ -69,6 +69,13 @@ BRIEF = """确认书如下。
 ## 未知与假设
 CSV 用逗号分隔(假设)。
 """
+GOAL = """## 目标
+{marker} 的 clean.py 能用
+
+## 判定清单
+- 清单-{marker}:clean.py 能运行
+"""
+ACHIEVED = "## 结论\n达成\n\n## 理由\n逐条看过。\n\n## 未通过\n(无)\n"
 HANDOFF_DOC = """## 现在在做什么
 在写 clean.py,做到一半。
 
@@ -145,8 +152,10 @@ class Model:
             return self._say(BRIEF.format(marker=self.marker), delay_s=delay)
         if role == "handoff":
             return self._say(HANDOFF_DOC, delay_s=delay)
-        if role in ("goal", "judge"):
-            return self._say("(不用)", delay_s=delay)
+        if role == "goal":
+            return self._say(GOAL.format(marker=self.marker), delay_s=delay)
+        if role == "judge":
+            return self._say(ACHIEVED, delay_s=delay)
         last = request.messages[-1] if request.messages else {}
         content = last.get("content")
         answered = isinstance(content, list) and any(
@@ -219,6 +228,7 @@ class Walk:
         self.started = False
         self.n_new = 0
         self.counts: dict[str, int] = {}
+        self.goals = self.rng.random() < 0.5  # half the walks judge every round, half run --no-goal
 
     # -- the environment -----------------------------------------------------------------------------
 
@@ -270,7 +280,9 @@ class Walk:
     # -- one op -------------------------------------------------------------------------------------
 
     def argv(self, op: Op) -> list[str]:
-        args = ["--no-goal", "--window", str(WINDOW_TOKENS), "--timeout", "0"]
+        args = ["--window", str(WINDOW_TOKENS), "--timeout", "0", "--rounds", "1"]
+        if not self.goals:
+            args.append("--no-goal")
         if op.start == "task":
             self.task = f"清洗 CSV({self.model.marker})"
             return [*args, self.task]
@@ -492,9 +504,11 @@ class Walk:
                         if said and said.strip() and said not in self.model.written:
                             self.fail(index, op, "invented", f"request {req.index}: assistant said {said[:80]!r}")
             sid = _session_of(req)
-            if role == "clarifier":
-                if self.task and self.model.marker not in body:
-                    self.fail(index, op, "task", f"clarifier request {req.index} lacks the task")
+            if role in ("clarifier", "goal", "judge"):
+                # The clarifier holds the task, the goal setter the brief, the judge the checklist.
+                need = f"清单-{self.model.marker}" if role == "judge" else self.model.marker
+                if self.task and need not in body:
+                    self.fail(index, op, "instructions", f"{role} request {req.index} lacks {need!r}")
                 continue
             if role != "worker":
                 continue

@@ -1,0 +1,30 @@
+"""Short seeded walks of failures in sequences, the invariant checked after every operation (issue 10,
+build 2; acceptance c). ``scripts/soak`` runs the long version and prints the figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.walk import Walk
+
+pytestmark = pytest.mark.slow
+
+# Seed -> whether its walk runs goals and a judge (the seed decides): one of each.
+SEEDS = {3: True, 5: False}
+OPS_PER_WALK = 12
+
+
+@pytest.mark.timeout(1500)
+@pytest.mark.parametrize("seed", sorted(SEEDS))
+def test_a_walk_of_failures_keeps_every_word_and_every_file_whole(seed: int, tmp_path: Path) -> None:
+    lines: list[str] = []
+    walk = Walk(seed, tmp_path, log=lines.append)
+    assert walk.goals is SEEDS[seed]
+    failures = walk.run(OPS_PER_WALK)
+    assert failures == [], "\n".join(lines)
+    assert walk.ops_done == OPS_PER_WALK
+    # The walk really struck: kills and at least one other kind of failure happened.
+    struck = {str(k).split("+")[1].split("@")[0] for k in walk.counts}
+    assert "kill" in struck and len(struck - {"none"}) >= 2, walk.counts
