@@ -34,7 +34,7 @@ from typing import Any
 from IPython.core.error import StdinNotImplementedError, UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
-from IPython.utils.process import arg_split
+from IPython.utils.process import arg_split  # type: ignore[attr-defined]  # public, not re-exported
 from traitlets import Bool, Float, Int, Unicode
 
 from flower_magic.workflow.go import DEFAULT_ROUNDS, GoError, GoOptions

@@ -28,9 +28,7 @@ KEY = {"project_key": "-work-ws", "session_id": "5f0c2a44-7d1e-4c55-9a4e-2b1f6e0
 def _tail(entries: list[Entry]) -> str:
     """The entry the CLI writes its next line under: the newest chained main-thread entry."""
     return next(
-        str(e["uuid"])
-        for e in reversed(entries)
-        if e.get("uuid") and "parentUuid" in e and not e.get("isSidechain")
+        str(e["uuid"]) for e in reversed(entries) if e.get("uuid") and "parentUuid" in e and not e.get("isSidechain")
     )
 
 

@@ -76,7 +76,7 @@ def _generic(req: Request) -> Reply:
     if named and not _answered(req):
         return tool_use("Read", {"file_path": os.path.join(_workspace(req), named.group(1))})
     if named:
-        result = next((r for r in reversed(req.tool_results())), {})
+        result: dict[str, Any] = next((r for r in reversed(req.tool_results())), {})
         content = str(result.get("content") or "")
         first = next((ln.split("\t", 1)[-1].strip() for ln in content.splitlines() if ln.strip()), "")
         return text(first or "(空)")

@@ -53,7 +53,8 @@ def tool_pairing_error(messages: list[dict[str, Any]]) -> str | None:
         if not uses:
             continue
         nxt = messages[i + 1] if i + 1 < len(messages) else None
-        nxt_blocks = nxt.get("content") if nxt and isinstance(nxt.get("content"), list) else []
+        nxt_content = nxt.get("content") if nxt else None
+        nxt_blocks: list[Any] = nxt_content if isinstance(nxt_content, list) else []
         answered = {b.get("tool_use_id") for b in nxt_blocks if isinstance(b, dict) and b.get("type") == "tool_result"}
         missing = [u for u in uses if u not in answered]
         if missing:
@@ -67,7 +68,8 @@ def tool_pairing_error(messages: list[dict[str, Any]]) -> str | None:
         if msg.get("role") != "user" or not isinstance(content, list):
             continue
         prev = messages[i - 1] if i > 0 else None
-        prev_blocks = prev.get("content") if prev and isinstance(prev.get("content"), list) else []
+        prev_content = prev.get("content") if prev else None
+        prev_blocks: list[Any] = prev_content if isinstance(prev_content, list) else []
         offered = {b.get("id") for b in prev_blocks if isinstance(b, dict) and b.get("type") == "tool_use"}
         for j, block in enumerate(content):
             is_result = isinstance(block, dict) and block.get("type") == "tool_result"
