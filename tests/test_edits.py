@@ -60,7 +60,7 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 
 
 def test_a_readable_edit_is_used_as_written_said_once_and_sent_to_the_worker(workspace: Path) -> None:
-    brief_path, _ = clarified(workspace)
+    brief_path, goal_path = clarified(workspace)
     edited = brief_path.read_text(encoding="utf-8").replace("## 验收标准", "## Acceptance criteria")
     edited = edited.replace("- 内容是 hello", f"- {MINE}")
     brief_path.write_bytes(edited.encode("gb18030"))  # and saved by an editor set to GB18030
@@ -78,6 +78,7 @@ def test_a_readable_edit_is_used_as_written_said_once_and_sent_to_the_worker(wor
     resumed = work.render(ctx, resuming=True)
     assert resumed.startswith(WAKE_NOTHING_SAID) and MINE in resumed and "Acceptance criteria" in resumed
     assert snapshot(notes(workspace)) == before  # reading and deciding wrote nothing
+    Goal.parse(GOAL).write(goal_path)  # what the goal step's gate writes once it derived them again
 
     # the worker had a good attempt: the edit is taken in, and the next run neither says nor resends it
     assert work.gate is not None

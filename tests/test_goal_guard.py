@@ -416,7 +416,8 @@ def test_new_archives_the_three_facets(workspace: Path) -> None:
 
 def test_wake_phrase_assembly(workspace: Path) -> None:
     """lineage_offline [9] A phrase at wake is appended and forces the goal step; an empty wake does
-    neither; the work step always has a resume prompt."""
+    neither once the goals followed the brief (until then it derives them again); the work step always
+    has a resume prompt."""
     clarified(workspace)
     brief_path = workspace / ".flower" / "notes" / "需求.md"
     said = starter_flow("顺便支持配置文件", workspace=workspace, run_dir=workspace / "runs")
@@ -430,6 +431,11 @@ def test_wake_phrase_assembly(workspace: Path) -> None:
     ctx: dict[str, Any] = {"_goal": Goal.parse(GOAL)}
     assert work.render(ctx, resuming=True).startswith("顺便支持配置文件")
     assert "以这份为准" in work.render(ctx, resuming=True)
+
+    # the process died before the goal step ran: the next wake, a quiet one too, derives them again
+    died = starter_flow("", workspace=workspace, run_dir=workspace / "runs")
+    assert died.workflow.steps[1].when is not None and died.workflow.steps[1].when({}) is True
+    Goal.parse(GOAL).write(workspace / ".flower" / "notes" / "目标.md")  # the goal step ran this time
 
     # the same phrase again is not appended twice; an empty wake changes nothing
     before = brief_path.read_text(encoding="utf-8")
