@@ -1,7 +1,8 @@
 """trim() and expire(): resumed context gets smaller, and nothing is lost.
 
 Trimming spills large old tool results to ``<workspace>/.flower/spill/<sha256[:16]>.txt`` and leaves a
-pointer; expiry marks old results of read-only Bash glances stale. Both keep every tool_result block.
+pointer, by the budget rule (the default) or the reference's count rule (``keep_recent``); expiry marks
+old results of read-only Bash glances stale. Both keep every tool_result block.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 
 from flower_magic.stores.resume import resume_view
 from flower_magic.stores.trim import (
+    REFERENCE_KEEP_RECENT,
     SPILL_POINTER,
     EphemeralPolicy,
     TrimPolicy,
@@ -25,6 +27,7 @@ from flower_magic.stores.trim import (
 )
 
 Entry = dict[str, Any]
+COUNT = TrimPolicy(keep_recent=REFERENCE_KEEP_RECENT)  # the reference's rule, kept for compatibility
 
 
 class Session:
@@ -110,12 +113,12 @@ def spilled(workspace: Path) -> dict[str, bytes]:
 # -- trimming ---------------------------------------------------------------------------------------
 
 
-def test_thirty_large_results_keep_the_newest_twenty_and_spill_the_rest_byte_for_byte(tmp_path: Path) -> None:
+def test_count_rule_keeps_the_newest_twenty_and_spills_the_rest_byte_for_byte(tmp_path: Path) -> None:
     session = Session()
     texts = thirty_large(session)
     before = copy.deepcopy(session.entries)
 
-    out, report = trim(session.entries, TrimPolicy(), tmp_path)
+    out, report = trim(session.entries, COUNT, tmp_path)
 
     assert session.entries == before, "the input was modified"
     contents = [b["content"] for b in results_of(out)]
@@ -160,8 +163,8 @@ def test_write_false_gives_the_same_view_and_writes_nothing(tmp_path: Path) -> N
     viewer = tmp_path / "viewer"
     writer = tmp_path / "writer"
 
-    seen, seen_report = trim(session.entries, TrimPolicy(), viewer, write=False)
-    written, written_report = trim(session.entries, TrimPolicy(), writer)
+    seen, seen_report = trim(session.entries, COUNT, viewer, write=False)
+    written, written_report = trim(session.entries, COUNT, writer)
 
     assert not viewer.exists()
     assert seen == written and seen_report == written_report
@@ -218,7 +221,7 @@ def test_trim_disabled_or_within_the_budget_changes_nothing(tmp_path: Path) -> N
     session = Session()
     for i in range(20):
         session.call("Bash", big(i), command="cat q")
-    out, report = trim(session.entries, TrimPolicy(), tmp_path)
+    out, report = trim(session.entries, COUNT, tmp_path)
     assert out == session.entries and report["cleared"] == 0 and not spilled(tmp_path)
     view = resume_view(session.entries, workspace=tmp_path, trim=False, write=True)
     assert view.report["cleared"] == 0 and not spilled(tmp_path)
@@ -228,9 +231,9 @@ def test_resume_view_spills_only_when_asked_to_write(tmp_path: Path) -> None:
     session = Session()
     texts = thirty_large(session)
     session.answer()
-    viewer = resume_view(session.entries, workspace=tmp_path, trim=True, write=False)
+    viewer = resume_view(session.entries, workspace=tmp_path, trim=COUNT, write=False)
     assert not spilled(tmp_path)
-    resumed = resume_view(session.entries, workspace=tmp_path, trim=True, write=True)
+    resumed = resume_view(session.entries, workspace=tmp_path, trim=COUNT, write=True)
     assert viewer.entries == resumed.entries
     assert len(spilled(tmp_path)) == 10 and set(spilled(tmp_path).values()) == {t.encode() for t in texts[:10]}
     assert resumed.report["cleared"] == 10

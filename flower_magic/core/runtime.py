@@ -71,7 +71,8 @@ class Runtime:
         run_dir: where sessions.db, manifest.json and lineage.json live; relative paths are
             resolved against the current directory, as the ``flower`` command does.
         portable: ignore the user's ``~/.claude`` settings.
-        trim: spill large old tool results out of resumed context (off here; on in ``flower``).
+        trim: spill large old tool results out of resumed context (off here; on in ``flower``): a
+            ``TrimPolicy``, or True for the budget rule sized from ``handoff``'s line.
         ephemeral: mark stale results of old read-only shell commands on resume.
         keep_denials: how many denied tool calls stay in resumed context.
         resilience: outage policy (``True`` = defaults, ``False`` = one attempt only).
@@ -111,7 +112,9 @@ class Runtime:
         self.handoff: HandoffPolicy = _policy(handoff, HandoffPolicy)
         self.env: dict[str, str] = {"CLAUDE_CONFIG_DIR": str(config_dir()), **cli_retry_env(os.environ)}
         self.env.update(env or {})
-        self.store = _make_store(self.run_dir / "sessions.db", self.workspace, trim, ephemeral, keep_denials)
+        self.store = _make_store(
+            self.run_dir / "sessions.db", self.workspace, _trim_policy(trim, self.handoff), ephemeral, keep_denials
+        )
         self.results: list[StepResult] = []
         self.run_id = manifest.new_run_id()
         self.on_session: Callable[[str], None] | None = None
@@ -550,6 +553,16 @@ class Runtime:
         rows = [manifest.row_of(r, self.run_id) for r in self.results]
         with contextlib.suppress(OSError):
             manifest.persist(self.run_dir, self.run_id, rows)
+
+
+def _trim_policy(trim: Any, handoff: HandoffPolicy) -> Any:
+    """``trim`` as a ``TrimPolicy``; the budget rule without a budget gets one from the hand-off line."""
+    from flower_magic.stores.trim import TrimPolicy, budget_for_line
+
+    policy = trim if isinstance(trim, TrimPolicy) else TrimPolicy(enabled=bool(trim))
+    if policy.budget_tokens is None and policy.keep_recent is None:
+        policy = replace(policy, budget_tokens=budget_for_line(handoff.at))
+    return policy
 
 
 def _make_store(path: Path, workspace: Path, trim: Any, ephemeral: Any, keep_denials: int) -> Any:
