@@ -1,4 +1,5 @@
-"""What a resume is handed: the stored transcript with expiry, trimming and pruning applied.
+"""What a resume is handed: the stored transcript with reminders collapsed, expiry, trimming and
+pruning applied.
 
 ``resume_view`` makes the copy (for the CLI on resume, and for the panel's "as the model would get
 it"); ``PruningSessionStore`` is sessions.db with that view on ``load()`` — the store a ``Runtime``
@@ -9,6 +10,8 @@ Guarantees:
       one in-place change it makes is to re-point a stored link that names an entry which never
       existed in the store (stores/chain.py), so the chain is walkable by every reader.
     - ``append()`` stores links to the copy's own made-up entries as links to the real ones.
+    - A session marked with ``squeeze()`` has those results spilled on every later ``load()`` by this
+      store, whatever the trimming rule says (the mark lives as long as the store object).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from flower_magic.stores.chain import Relink, repair, to_stored
 from flower_magic.stores.prune import Entry, PrunePolicy, prune
+from flower_magic.stores.reminder import collapse
 from flower_magic.stores.rows import ENCODER
 from flower_magic.stores.sqlite import SqliteSessionStore, store_key
 
@@ -39,6 +43,7 @@ class ResumeView:
     added: set[str] = field(default_factory=set)
     report: dict[str, Any] = field(default_factory=dict)
     relinks: list[Relink] = field(default_factory=list)
+    spilled: set[str] = field(default_factory=set)
 
 
 def resume_view(
@@ -49,13 +54,16 @@ def resume_view(
     ephemeral: Any = True,
     prune_policy: PrunePolicy | None = None,
     write: bool = False,
+    force: frozenset[str] | set[str] = frozenset(),
 ) -> ResumeView:
-    """Apply expiry, trimming (when on) and pruning, in that order; ``entries`` is not modified.
+    """Collapse repeated reminders, then apply expiry, trimming (when on) and pruning, in that order;
+    ``entries`` is not modified.
 
     Args:
         trim: a ``TrimPolicy`` or a bool.
         ephemeral: an ``EphemeralPolicy`` or a bool.
         write: write spill files (a resume does; a read-only viewer does not).
+        force: tool_use ids whose large results are spilled whatever the rule (see ``trim``).
     """
     from flower_magic.stores.trim import EphemeralPolicy, TrimPolicy, expire
     from flower_magic.stores.trim import trim as trim_entries
@@ -64,6 +72,7 @@ def resume_view(
     tp = trim if isinstance(trim, TrimPolicy) else TrimPolicy(enabled=bool(trim))
     report: dict[str, Any] = {"expired": 0, "cleared": 0, "kept": 0, "chars_saved": 0, "unspilled": 0}
     rewritten: set[str] = set()
+    spilled: set[str] = set()
     # A chain broken by an earlier resume copy (0.1.0's random seals) is walked whole again first.
     work, relinks = repair(entries)  # expire, trim and prune copy what they change; ``entries`` is never modified
     rewritten.update(r.uuid for r in relinks if r.uuid)
@@ -74,13 +83,16 @@ def resume_view(
     was_enabled = gc.isenabled()
     gc.disable()
     try:
+        work, collapsed = collapse(work)
+        report["reminders_collapsed"] = len(collapsed)
         if eph.enabled:
             work, expired = expire(work, eph)
             rewritten.update(expired)
             report["expired"] = len(expired)
         if tp.enabled:
-            work, trim_report = trim_entries(work, tp, workspace, write=write)
+            work, trim_report = trim_entries(work, tp, workspace, write=write, force=force)
             rewritten.update(trim_report.pop("rewritten"))
+            spilled.update(trim_report.pop("spilled"))
             report.update(trim_report)
         pruned = prune(work, prune_policy)
     finally:
@@ -89,9 +101,9 @@ def resume_view(
     healed = sum(1 for uid in pruned.added if uid.startswith("heal-"))
     report.update(pruned=len(pruned.dropped), denials_dropped=pruned.denials_dropped, healed=healed)
     report["sealed"] = len(pruned.added) - healed
-    dropped = set(pruned.dropped)
+    dropped = set(pruned.dropped) | set(collapsed)
     rewritten = (rewritten | set(pruned.rewritten)) - dropped
-    return ResumeView(pruned.entries, dropped, rewritten, set(pruned.added), report, relinks)
+    return ResumeView(pruned.entries, dropped, rewritten, set(pruned.added), report, relinks, spilled)
 
 
 class PruningSessionStore(SqliteSessionStore):
@@ -122,6 +134,33 @@ class PruningSessionStore(SqliteSessionStore):
         self.ephemeral_policy = ephemeral
         self.prune_policy = prune or PrunePolicy(keep_denials=keep_denials)
         self.last_report: dict[str, Any] = {}
+        self._forced: dict[str, set[str]] = {}  # session id -> tool_use ids spilled whatever the rule
+        self._spilled: dict[str, set[str]] = {}  # session id -> tool_use ids the last load() spilled
+
+    @property
+    def trims(self) -> bool:
+        """Whether loads trim (and so whether a session may be squeezed)."""
+        policy = self.trim_policy
+        return bool(policy.enabled if hasattr(policy, "enabled") else policy)
+
+    def large_results(self, key: SessionKey) -> list[Any]:
+        """The stored session's large tool results (``stores.trim.LargeResult``, oldest first; those of
+        the turn in progress marked ``in_turn``)."""
+        from flower_magic.stores.trim import TrimPolicy, large_results
+
+        stored = self.load_sync(key)
+        policy = self.trim_policy if isinstance(self.trim_policy, TrimPolicy) else TrimPolicy()
+        return large_results(cast("list[Entry]", stored), policy) if stored else []
+
+    def squeezable(self, key: SessionKey) -> list[Any]:
+        """The large results that the session's live context still holds in full: every one the last
+        ``load()`` by this store did not spill (all of them for a session it never loaded)."""
+        gone = self._spilled.get(key["session_id"], set()) | self._forced.get(key["session_id"], set())
+        return [r for r in self.large_results(key) if r.tool_use_id not in gone]
+
+    def squeeze(self, key: SessionKey, tool_use_ids: set[str]) -> None:
+        """Spill these results of the session on every later ``load()``, the turn in progress included."""
+        self._forced.setdefault(key["session_id"], set()).update(tool_use_ids)
 
     async def load(self, key: SessionKey) -> list[SessionStoreEntry] | None:
         """The session as a resume must see it (see ``resume_view``); None for an unknown key."""
@@ -137,8 +176,11 @@ class PruningSessionStore(SqliteSessionStore):
             ephemeral=self.ephemeral_policy,
             prune_policy=self.prune_policy,
             write=True,
+            force=frozenset(() if key.get("subpath") else self._forced.get(key["session_id"], ())),
         )
         self.last_report = view.report
+        if not key.get("subpath"):  # a subagent's transcript is not the main thread's context
+            self._spilled[key["session_id"]] = view.spilled
         mended = [r for r in view.relinks if r.was_made_up and r.uuid]
         if mended:
             # Stored entries that name a made-up parent (0.1.0) are fixed where they lie, so every later
