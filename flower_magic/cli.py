@@ -112,8 +112,9 @@ def _ask_first(opts: GoOptions, waking: bool) -> None:
 class _Console:
     """stdin while a run goes: answers, mail, and the words after a Ctrl-C."""
 
-    def __init__(self, view: TerminalView, lang: str) -> None:
+    def __init__(self, view: TerminalView, lang: str, *, waits_for_answers: bool = True) -> None:
         self.view, self.lang = view, lang
+        self.waits_for_answers = waits_for_answers
         self.rt: Any = None
         self.channel: Any = None
         self.armed = False
@@ -126,7 +127,8 @@ class _Console:
         and time its questions out at once, not end unheard before the run starts.
         """
         self.rt, self.channel = rt, channel
-        if not sys.stdin.isatty():
+        if not sys.stdin.isatty() and self.waits_for_answers:
+            # Only where it applies: with --timeout 0 the agent already decides for itself.
             self.view.say("dim", say("no_tty", self.lang))
         self._thread.start()
 
@@ -235,7 +237,7 @@ def _run_held(opts: GoOptions, facts: dict[str, Any]) -> int:
         problem = problem_line(facts, opts.lang)
         if problem:
             view.line(problem)
-    console = _Console(view, opts.lang)
+    console = _Console(view, opts.lang, waits_for_answers=opts.timeout_s > 0)
     old_int = signal.signal(signal.SIGINT, console.on_sigint) if sys.stdin.isatty() else None
     try:
         return asyncio.run(_drive(opts, view, console))

@@ -19,6 +19,7 @@ from flower_magic.core.events import Event
 from flower_magic.workflow.phrases import (
     Line,
     handoff_block,
+    handoff_notice,
     result_line,
     round_header,
     say,
@@ -140,7 +141,7 @@ class TerminalView:
             for line in handoff_block(ev.payload, self.lang):
                 self.line(line)
         else:
-            self.say("warn", "# " + sanitize(ev.text))
+            self.say("warn", "# " + sanitize(handoff_notice(ev.payload, self.lang) or ev.text))
 
     def _ask(self, ev: Event) -> None:
         p = ev.payload

@@ -445,9 +445,54 @@ def test_a_wake_gets_its_own_rounds(fake_api: FakeAnthropic, child_env: dict[str
     reqs = fake_api.requests[n0:]
     assert [role_of(r) for r in reqs] == ["worker", "judge"] * 3
     assert all(sid_of(r) == work_sid for r in reqs[::2])  # the same work session, woken once more
-    assert reqs[0].last_user_text.strip().endswith(WAKE_NOTHING_SAID)
+    # Wake 1 ended on a failing verdict: wake 2 opens with it, not with a bare "carry on" (issue 13).
+    assert "标题没有渲染成 <h1>" in reqs[0].last_user_text and WAKE_NOTHING_SAID not in reqs[0].last_user_text
     assert assert_judges_fresh(fake_api.requests, workspace) == 6
     assert lineage(workspace)["woke"] == 2
+
+
+def test_the_verdict_a_wake_ends_on_reaches_the_next_wake(
+    fake_api: FakeAnthropic, child_env: dict[str, str], workspace: Path
+) -> None:
+    """Issue 13, acceptance d: ``--rounds 1`` ends wake 1 on a failing verdict that no round received;
+    wake 2's first worker request carries its reasons and failed checks, once, and a wake after a
+    verdict the worker did receive says only "carry on"."""
+    Brief.parse(BRIEF).write(notes(workspace) / "需求.md")
+    Goal.parse(GOAL).write(notes(workspace) / "目标.md")
+    reason = "依据-R7Q:a.html 的标题还是 <p>"
+    failing = f"## 结论\n未达成\n\n## 理由\n{reason}\n\n## 未通过\n- a.html 里的一级标题是 <h1>\n"
+    fake_api.add(as_role("worker", text("改了一点", times=None)), as_role("judge", text(failing, times=1)))
+    fake_api.add(as_role("judge", text(ACHIEVED, times=None)))
+
+    first = flower(workspace, child_env, "--rounds", "1", "--timeout", "0", devnull=True)
+    assert first.rc == 1 and steps_of(rows_by_run(workspace)[0]) == ["干活", "干活·判定#1"]
+    n0 = len(fake_api.requests)
+    second = flower(workspace, child_env, "--rounds", "1", "--timeout", "0", devnull=True)
+    assert_clean_exit(second)
+    opening = next(r for r in fake_api.requests[n0:] if role_of(r) == "worker")
+    assert reason in opening.last_user_text and "a.html 里的一级标题是 <h1>" in opening.last_user_text
+    assert opening.all_text.count(reason) == 1
+    n1 = len(fake_api.requests)
+    third = flower(workspace, child_env, "--rounds", "1", "--timeout", "0", devnull=True)
+    assert_clean_exit(third)
+    again = next(r for r in fake_api.requests[n1:] if role_of(r) == "worker")
+    assert again.last_user_text.strip().endswith(WAKE_NOTHING_SAID) and again.all_text.count(reason) == 1
+
+
+def test_the_timeout_hint_is_said_once_and_only_where_it_applies(
+    fake_api: FakeAnthropic, child_env: dict[str, str], workspace: Path
+) -> None:
+    """Issue 13: "add --timeout 0" was printed even when --timeout 0 was given."""
+    Brief.parse(BRIEF).write(notes(workspace) / "需求.md")
+    Goal.parse(GOAL).write(notes(workspace) / "目标.md")
+    fake_api.add(as_role("worker", text("改了一点", times=None)), as_role("judge", text(ACHIEVED, times=None)))
+    hint = say("no_tty", "zh")
+    waiting = flower(workspace, child_env, "--rounds", "2", devnull=True)
+    deciding = flower(workspace, child_env, "--rounds", "2", "--timeout", "0", devnull=True)
+    assert_clean_exit(waiting)
+    assert_clean_exit(deciding)
+    assert waiting.out.count(hint) == 1
+    assert hint not in deciding.out
 
 
 # -- h. bad input ---------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from flower_magic.testing.roles import as_role, role_of
 from flower_magic.workflow.base import StepAbort
 from flower_magic.workflow.brief import Brief
 from flower_magic.workflow.goal import Goal
-from flower_magic.workflow.judge import ACCEPT, AMEND, MISJUDGED, UNCLEAR, goal_step, with_goal
+from flower_magic.workflow.judge import ACCEPT, AMEND, MISJUDGED, UNCLEAR, goal_step, unheard_verdict, with_goal
 from flower_magic.workflow.starter import NoTaskError, starter_flow
 from flower_magic.workflow.verdict import ACHIEVED, NOT_YET
 
@@ -507,3 +507,29 @@ def test_empty_ask_in_a_fresh_directory(workspace: Path) -> None:
         starter_flow("   ", workspace=workspace, run_dir=workspace / "runs")
     assert isinstance(NoTaskError(), ValueError)
     assert list(workspace.iterdir()) == []
+
+
+# -- the verdict a wake ends on (issue 13) -----------------------------------------------------------
+
+_NOT_YET = "## 结论\n未达成\n\n## 理由\n还差一条。\n\n## 未通过\n- a 能运行\n"
+
+
+@pytest.mark.parametrize(
+    ("steps", "texts", "oks", "expected"),
+    [
+        (["干活", "干活·判定#1"], ["w", _NOT_YET], [True, True], "还差一条。"),
+        (["干活·判定#2", "干活#round3"], [_NOT_YET, "w"], [True, True], None),  # the worker got it since
+        (["干活", "干活·判定#1"], ["w", "## 结论\n达成\n"], [True, True], None),
+        (["干活", "干活·判定#1"], ["w", "## 结论\n无法达成\n\n## 理由\n要真机。"], [True, True], None),
+        (["干活", "干活·判定#1"], ["w", ""], [True, False], None),  # the judge's own run failed
+        (["干活", "干活·判定#1"], ["w", "嗯……"], [True, True], UNCLEAR),
+        (["干活·判定#1", "设定目标", "别的·判定#1"], [_NOT_YET, "g", "## 结论\n达成\n"], [True] * 3, "还差一条。"),
+        ([], [], [], None),
+    ],
+)
+def test_unheard_verdict(steps: list[str], texts: list[str], oks: list[bool], expected: str | None) -> None:
+    rows = [{"step": s, "text": t, "ok": ok} for s, t, ok in zip(steps, texts, oks, strict=True)]
+    verdict = unheard_verdict(rows, "干活")
+    assert (verdict.reason if verdict else None) == expected
+    if verdict is not None and expected == "还差一条。":
+        assert verdict.failed == ["a 能运行"] and "a 能运行" in verdict.feedback()

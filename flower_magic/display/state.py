@@ -29,6 +29,7 @@ from flower_magic.workflow.phrases import (
     Line,
     explain_error,
     handoff_block,
+    handoff_notice,
     problem_line,
     result_line,
     round_header,
@@ -229,7 +230,7 @@ class RunState:
                 block = [[(style, sanitize(text)) for style, text in line] for line in handoff_block(p, self.lang)]
                 self._add(Entry(block, kind="handoff"))
             else:
-                self._say("warn", "# " + clip(ev.text, 600))
+                self._say("warn", "# " + clip(handoff_notice(p, self.lang) or ev.text, 600))
         elif kind == "ask":
             self._ask(ev, p)
         elif kind == "task":

@@ -144,8 +144,7 @@ class PruningSessionStore(SqliteSessionStore):
         return bool(policy.enabled if hasattr(policy, "enabled") else policy)
 
     def large_results(self, key: SessionKey) -> list[Any]:
-        """The stored session's large tool results (``stores.trim.LargeResult``, oldest first; those of
-        the turn in progress marked ``in_turn``)."""
+        """The stored session's large tool results (``stores.trim.LargeResult``), oldest first."""
         from flower_magic.stores.trim import TrimPolicy, large_results
 
         stored = self.load_sync(key)

@@ -542,18 +542,15 @@ def turn_start(entries: list[Entry]) -> int | None:
 
 @dataclass
 class LargeResult:
-    """A tool result big enough to spill: where it is, its call id and tool, its size."""
+    """A tool result big enough to spill: its call id and tool, and its size."""
 
-    index: int
     tool_use_id: str
     tool: str
     chars: int
-    in_turn: bool
 
 
 def large_results(entries: list[Entry], policy: TrimPolicy) -> list[LargeResult]:
-    """Every plain-text tool result of at least ``policy.min_chars`` characters, oldest first; those
-    of the turn in progress are marked ``in_turn``."""
+    """Every plain-text tool result of at least ``policy.min_chars`` characters, oldest first."""
     tools = {
         str(b.get("id")): str(b.get("name") or "")
         for e in entries
@@ -561,18 +558,12 @@ def large_results(entries: list[Entry], policy: TrimPolicy) -> list[LargeResult]
         for b in ((e.get("message") or {}).get("content") or [])
         if isinstance(b, dict) and b.get("type") == "tool_use"
     }
-    start = turn_start(entries)
-    return [
-        LargeResult(
-            i,
-            str(block.get("tool_use_id")),
-            tools.get(str(block.get("tool_use_id")), ""),
-            len(text),
-            start is not None and i > start,
-        )
-        for i, _, block, text in _result_sites(entries)
-        if len(text) >= policy.min_chars
-    ]
+    found = []
+    for _, _, block, text in _result_sites(entries):
+        if len(text) >= policy.min_chars:
+            tid = str(block.get("tool_use_id"))
+            found.append(LargeResult(tid, tools.get(tid, ""), len(text)))
+    return found
 
 
 def _kept_by_rule(sites: list[_Site], in_turn: list[bool], policy: TrimPolicy) -> set[int]:

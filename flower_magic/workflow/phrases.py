@@ -55,6 +55,15 @@ _TEXTS: dict[str, dict[str, str]] = {
         "handoff_next": "下一步",
         "handoff_path": "<- 交接写在 {path}",
         "handoff_new": "<- 新会话接手,上下文从 {ctx} 重新开始",
+        "handoff_near": "上下文 {ctx},接近交接线 {at}",
+        "handoff_squeezed": "上下文 {ctx} 到了交接线 {at}:{n} 个大的工具结果原样存进了 .flower/spill/,"
+        "原会话接着做(不换会话)",
+        "stop_result_too_big": "! 一个工具结果({tool})约 {result} tokens,加上会话起步的 {floor},越过了交接线 {line}"
+        "(窗口 {window}):换新会话也还得带着它,所以停下了。让它分段读(Read 的 offset/limit,或 Grep 只找需要的),"
+        "或者把窗口设成模型真实的大小:{cmd} --window <真实窗口>",
+        "stop_window_too_small": "! 一个新会话光起步(系统提示、工具说明和交接)就要 {floor},已经越过交接线 {line}"
+        "(窗口 {window}):换多少代会话都一样,所以停下了。把窗口设成模型真实的大小:{cmd} --window <真实窗口>,"
+        "或者 {cmd} --no-handoff",
         "interrupted": "! 已打断这一轮。正在跑的 subagent 会丢掉半成品。",
         "interrupt_say": "  要说什么?(直接回车 = 什么都不说,接着跑;再按一次 Ctrl+C = 退出)",
         "pending_asks": "  (有 {n} 个提问还等着,打断不影响它们)",
@@ -124,6 +133,16 @@ _TEXTS: dict[str, dict[str, str]] = {
         "handoff_next": "next",
         "handoff_path": "<- hand-off written to {path}",
         "handoff_new": "<- a new session takes over; context starts again from {ctx}",
+        "handoff_near": "context {ctx}, near the hand-off line {at}",
+        "handoff_squeezed": "context {ctx} reached the hand-off line {at}: {n} large tool results were saved, as they "
+        "were, in .flower/spill/; the same session carries on (no new session)",
+        "stop_result_too_big": "! one tool result ({tool}) of about {result} tokens, with the session's start-up of "
+        "{floor}, is over the hand-off line {line} (window {window}): a new session would have to carry it too, so "
+        "the step stopped. Have it read in parts (Read with offset/limit, or Grep for what it needs), or set the "
+        "model's real window: {cmd} --window <real window>",
+        "stop_window_too_small": "! a fresh session already needs {floor} to start (system prompt, tools, the "
+        "hand-off), over the hand-off line {line} (window {window}): every new session would stop the same way, "
+        "so the step stopped. Set the model's real window: {cmd} --window <real window>, or {cmd} --no-handoff",
         "interrupted": "! Interrupted this round. Subagents that were running lose their unfinished work.",
         "interrupt_say": "  Anything to say? (Enter = nothing, keep going; Ctrl+C again = quit)",
         "pending_asks": "  ({n} questions are still waiting; the interrupt does not affect them)",
@@ -262,11 +281,42 @@ def explain_error(error: str, lang: str = "zh", *, cmd: str = "flower") -> Line 
         cmd: how the person runs flower here (``flower``, ``%flower``).
     """
     from flower_magic.core.agent import MAX_MESSAGE_BYTES
+    from flower_magic.core.handoff import RESULT_TOO_BIG, ContextStop
     from flower_magic.core.resilience import is_too_big
 
     if is_too_big(error):
         return [("bad", say("too_big", lang, limit=f"{MAX_MESSAGE_BYTES // 2**20} MiB", cmd=cmd))]
+    stop = ContextStop.parse(error)
+    if stop is not None:
+        key = "stop_result_too_big" if stop.cause == RESULT_TOO_BIG else "stop_window_too_small"
+        return [
+            (
+                "bad",
+                say(
+                    key,
+                    lang,
+                    tool=stop.tool or "?",
+                    result=human_tokens(stop.result),
+                    floor=human_tokens(stop.floor),
+                    line=human_tokens(stop.line),
+                    window=human_tokens(stop.window),
+                    cmd=cmd,
+                ),
+            )
+        ]
     return None
+
+
+def handoff_notice(payload: Mapping[str, Any], lang: str = "zh") -> str | None:
+    """The one line for a hand-off notice that is not the hand-off itself: the context is near the line
+    (``near``), or room was made in the same session (``squeezed``). None for other phases, or when the
+    payload lacks the facts (the front end then shows the event's own text)."""
+    phase, ctx, at = payload.get("phase"), payload.get("context"), payload.get("at")
+    if phase not in ("near", "squeezed") or not isinstance(ctx, int) or not isinstance(at, int):
+        return None
+    if phase == "near":
+        return say("handoff_near", lang, ctx=human_tokens(ctx), at=human_tokens(at))
+    return say("handoff_squeezed", lang, ctx=human_tokens(ctx), at=human_tokens(at), n=int(payload.get("spilled") or 0))
 
 
 def result_line(ok: bool, turns: int, cost: float, elapsed_s: float, lang: str = "zh") -> Line:
