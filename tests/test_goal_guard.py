@@ -19,6 +19,7 @@ import pytest
 from flower_magic import AgentSpec, Runtime, Step, Workflow
 from flower_magic.core import manifest
 from flower_magic.core.events import Event
+from flower_magic.core.handoff import HandoffPolicy
 from flower_magic.core.human import HumanChannel
 from flower_magic.core.lineage import Lineage
 from flower_magic.core.resilience import CLI_MAX_RETRIES
@@ -107,6 +108,26 @@ async def test_achieved_first_round(fake_api: FakeAnthropic, fake_api_env: dict[
     verify = fake_api.requests[1]
     assert "- 内容是 hello" in verify.last_user_text and "写好了 hello.txt" in verify.last_user_text
     assert steps(workspace) == ["干活", "干活·判定#1"]
+
+
+@pytest.mark.anyio
+@pytest.mark.slow
+async def test_the_judges_sessions_say_nothing_about_context(
+    fake_api: FakeAnthropic, fake_api_env: dict[str, str], workspace: Path
+) -> None:
+    """Issue 13: "near the hand-off line" was printed at the start of every session, the judge's too.
+    Here only the judge's context is past the warning line; nobody is told anything."""
+    fake_api.add(worker("写好了 hello.txt", usage={"input_tokens": 500}), judge(PASS, usage={"input_tokens": 5_000}))
+    events: list[Event] = []
+    handoff = HandoffPolicy(window=40_000)  # warns from 1K, hands off at 10K
+    rt = Runtime(workspace=workspace, run_dir=workspace / "runs", resilience=False, handoff=handoff)
+    try:
+        ctx = await guarded(workspace, rounds=1).run(rt, on_event=events.append)
+    finally:
+        rt.close()
+    assert ctx["_verdict"].state == ACHIEVED
+    assert rt.handoff.warn_at < 5_000 < rt.handoff.at
+    assert [e for e in events if e.kind == "handoff"] == []
 
 
 @pytest.mark.anyio

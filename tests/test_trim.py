@@ -17,13 +17,16 @@ import pytest
 
 from flower_magic.stores.resume import resume_view
 from flower_magic.stores.trim import (
+    CHARS_PER_TOKEN,
     REFERENCE_KEEP_RECENT,
     SPILL_POINTER,
     EphemeralPolicy,
     TrimPolicy,
+    budget_for_line,
     expire,
     spill_path,
     trim,
+    turn_start,
 )
 
 Entry = dict[str, Any]
@@ -311,3 +314,99 @@ def test_expiry_disabled_in_resume_view_changes_nothing(tmp_path: Path) -> None:
     session.answer()
     assert resume_view(session.entries, workspace=tmp_path, ephemeral=False).entries == session.entries
     assert resume_view(session.entries, workspace=tmp_path).report["expired"] == 4
+
+
+# -- the budget rule (issue 13) ---------------------------------------------------------------------
+
+
+def _budget(chars: int) -> TrimPolicy:
+    assert chars % CHARS_PER_TOKEN == 0
+    return TrimPolicy(budget_tokens=chars // CHARS_PER_TOKEN)
+
+
+def test_budget_keeps_the_newest_stretch_that_fits_and_spills_the_rest(tmp_path: Path) -> None:
+    session = Session()
+    texts = [big(i, size) for i, size in enumerate([3000, 9000, 2100, 4500, 2400, 3000])]
+    for t in texts:
+        session.call("Read", t)
+    session.answer()
+
+    out, report = trim(session.entries, _budget(9900), tmp_path)
+
+    contents = [b["content"] for b in results_of(out)]
+    # Newest first: 3000 + 2400 + 4500 = 9900 fit; 2100 would not, so it and everything older go,
+    # though 2100 alone is smaller than the 9000 before it (what stays is the newest stretch).
+    assert contents[3:] == texts[3:]
+    assert all(c.startswith("[") and "spill" in c for c in contents[:3])
+    assert report["cleared"] == 3 and report["kept"] == 3 and report["protected"] == 0
+    assert spilled(tmp_path) == {spill_path(tmp_path, t, TrimPolicy()).name: t.encode("utf-8") for t in texts[:3]}
+
+
+def test_the_turn_in_progress_is_never_trimmed_by_the_rule_only_by_force(tmp_path: Path) -> None:
+    """A resume after an interrupt, an outage or a kill: the model is in the middle of using these."""
+    session = Session()
+    old = [big(i, 5000) for i in range(3)]
+    for t in old:
+        session.call("Read", t)
+    session.answer()
+    session._add("user", {"role": "user", "content": "下一轮"})
+    current = [big(10 + i, 6000) for i in range(3)]
+    for t in current:
+        session.call("Read", t)  # no answer after them: the turn is in progress
+
+    out, report = trim(session.entries, _budget(3000), tmp_path)
+    contents = [b["content"] for b in results_of(out)]
+    assert contents[3:] == current and report["protected"] == 3
+    assert all("spill" in c for c in contents[:3])
+
+    ids = {b["tool_use_id"] for b in results_of(session.entries)[3:5]}
+    forced, report = trim(session.entries, _budget(3000), tmp_path, force=ids)
+    contents = [b["content"] for b in results_of(forced)]
+    assert contents[5] == current[2] and all("spill" in c for c in contents[:5])
+    assert set(report["spilled"]) >= ids and report["protected"] == 1
+
+
+@pytest.mark.parametrize(
+    ("tail", "in_progress"),
+    [
+        ({"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": "好"}]}}, False),
+        (
+            {
+                "type": "assistant",
+                "message": {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": "好"}],
+                    "stop_reason": "end_turn",
+                },
+            },
+            False,
+        ),
+        (  # cut while streaming
+            {
+                "type": "assistant",
+                "message": {"role": "assistant", "content": [{"type": "text", "text": "我先"}], "stop_reason": None},
+            },
+            True,
+        ),
+        ({"type": "user", "message": {"role": "user", "content": "[Request interrupted by user]"}}, True),
+        (
+            {
+                "type": "assistant",
+                "isApiErrorMessage": True,
+                "message": {"role": "assistant", "model": "<synthetic>", "content": [{"type": "text", "text": "API"}]},
+            },
+            True,
+        ),
+        ({"type": "attachment", "attachment": {"type": "task_reminder"}}, True),
+    ],
+)
+def test_what_counts_as_a_turn_in_progress(tail: Entry, in_progress: bool) -> None:
+    session = Session()
+    session.call("Read", big(1))
+    session.entries.append({"uuid": "tail", "parentUuid": session.entries[-1]["uuid"], **tail})
+    assert (turn_start(session.entries) == 0) == in_progress
+
+
+def test_a_runtime_sizes_the_budget_from_its_hand_off_line() -> None:
+    assert budget_for_line(150_000) == 7_500 and budget_for_line(10_000) == 500
+    assert TrimPolicy(budget_tokens=100).budget_chars() == 100 * CHARS_PER_TOKEN

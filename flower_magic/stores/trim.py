@@ -40,15 +40,19 @@ STALE_TEXT = "[{cmd} 的结果已过期(那是 {age} 次查看之前),现在的�
 CMD_PREVIEW_CHARS = 60
 
 
-# Old tool results may take at most this share of the hand-off line (22.5K tokens of a 200K window's
-# 150K line). Why: the line must also hold what cannot leave context — the start-up (system prompt and
-# tool schemas, ~9K tokens on the real API), the conversation's own text, which grows every round and
-# is what a hand-off is for — and a whole round's new results, which are never trimmed while the
-# round runs. Old results are the one part that can leave without loss (a pointer brings each back
-# byte for byte), so they get a small fixed share: about the last round or two of a tool-heavy run.
-# Measured in bench/bench_context_economy.py (6 wakes x 5 rounds of 20-40 KB reads): with this share
-# a 200K window never reaches its line in 30 rounds, and a 40K one holds one read at a time.
-BUDGET_SHARE = 0.15
+# Old tool results (those of turns that have ended) may take at most this share of the hand-off line:
+# 7.5K tokens under a 200K window's 150K line (about one large result), 37.5K under a 1M window's line,
+# nothing large under a 40K window's 10K line. Why so little:
+#   - The line must hold what cannot leave context: the start-up (system prompt and tool schemas, ~9K
+#     tokens on the real API), the conversation's own text, which grows every round and is what a
+#     hand-off is for, and the round in progress, whose results are never trimmed (the model is using
+#     them). Old results are the one part that can leave without loss: the pointer brings each back
+#     byte for byte, and only if it is needed; the model has already acted on them.
+#   - Trimming rewrites the context where the oldest kept result was, so the prompt cache is lost from
+#     there on at every resume that trims. Keeping about one round's worth puts that point at the last
+#     round: everything before it stays cached.
+# Measured in bench/bench_context_economy.py (6 wakes x 5 rounds of 20-40 KB reads, README).
+BUDGET_SHARE = 0.05
 # Tokens are counted as characters / 3: Claude Code's own estimate (workflow/go.py). Real English text
 # runs nearer 4 characters a token, so the budget keeps a little less than it allows: the safe side.
 CHARS_PER_TOKEN = 3
