@@ -119,3 +119,21 @@ class LockHolder:
         self.proc.__exit__(None, None, None)  # closes the pipes and waits
         with contextlib.suppress(OSError, TypeError):
             os.kill(self.child, 9)  # type: ignore[arg-type]
+
+
+def running_in(workspace: Path, needle: str) -> bool:
+    """A process whose working directory is ``workspace`` and whose command line holds ``needle`` is
+    alive (Linux /proc): how a test knows a tool call is running, rather than sleeping and hoping."""
+    import os
+
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if Path(os.readlink(proc / "cwd")) != workspace.resolve():
+                continue
+            if needle.encode() in (proc / "cmdline").read_bytes():
+                return True
+        except OSError:
+            continue
+    return False

@@ -17,15 +17,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flower_magic.core.note import record_path
-from flower_magic.workflow import brief as brief_note
-from flower_magic.workflow.brief import (
+from flower_magic.core import brief as brief_note
+from flower_magic.core.brief import (
     ALIASES,
     RUNTIME_LABEL,
     WAKE_LABEL,
     Brief,
     append_section,
 )
+from flower_magic.core.note import record_path
 
 FULL = Brief(goal="写一个 md 转 html 的脚本", accept="pytest 全绿", bounds="不做 GUI", unknowns="假设只要 CommonMark")
 
@@ -593,7 +593,7 @@ def test_no_person_version_is_ever_lost(ops: list[tuple[str, ...]]) -> None:
 
 
 def test_remarks_are_the_appended_sections_in_order() -> None:
-    from flower_magic.workflow.brief import RUNTIME_LABEL, WAKE_LABEL, remarks
+    from flower_magic.core.brief import RUNTIME_LABEL, WAKE_LABEL, remarks
 
     text = (
         "# 需求确认书\n\n## 目标\n做 X\n\n"

@@ -17,12 +17,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import flower_magic.display as display
 from flower_magic.core.events import Event
+from flower_magic.core.rundir import RunDir, Snapshot
 from flower_magic.display import RunView, banner_bundle, status_bundle
 from flower_magic.display.log import RunLog
 from flower_magic.display.run import WIDGET_MIME, pick_mode
@@ -33,14 +35,15 @@ from flower_magic.workflow.phrases import plain, result_line, step_header, wake_
 SCRIPT = "<script>alert(1)</script>"
 IMG = "<img src=x onerror=alert(1)>"
 EVIL = f"a {SCRIPT} b {IMG} c"
-FACTS = {
-    "workspace": "/tmp/flower-demo",
-    "waking": True,
-    "checks": 15,
-    "woke": 2,
-    "work_context": 80200,
-    "problem": None,
-}
+
+
+def facts_at(workspace: str = "/tmp/flower-demo", **kw: Any) -> Snapshot:
+    """What a run dir at ``workspace`` holds: a confirmed brief, 15 checks, woke twice, 80.2K context."""
+    fields: dict[str, Any] = {"waking": True, "checks": 15, "woke": 2, "work_context": 80200, **kw}
+    return Snapshot(RunDir(Path(workspace), Path(workspace) / "runs"), **fields)
+
+
+FACTS = facts_at()
 CHECKS = ["pytest 全绿", "README 写了安装步骤", "GPU 上跑通 [此环境无法验证:没有 GPU]"]
 HOUR_S = 3600.0  # a render interval no test outlasts: renders happen only when the test asks
 
@@ -144,16 +147,16 @@ def test_banner_bundle_says_what_the_terminal_says() -> None:
 
 
 def test_banner_bundle_problem_line_and_hint() -> None:
-    facts = dict(FACTS, problem="bad json", set_aside_as="lineage.json.unreadable-1")
+    facts = facts_at(problem="bad json")
     zh = banner_bundle(facts, "zh", hint=True)
-    assert "lineage.json 读不了,已另存为 lineage.json.unreadable-1" in zh["text/plain"]
+    assert "lineage.json 用不了(bad json):这次运行会把它另存一份,再从头开始" in zh["text/plain"]
     assert "%flower 接着做" in zh["text/plain"]
-    assert "lineage.json was unreadable" in banner_bundle(facts, "en")["text/plain"]
+    assert "lineage.json cannot be used (bad json)" in banner_bundle(facts, "en")["text/plain"]
     assert "%flower" not in banner_bundle(FACTS, "zh")["text/plain"]
 
 
 def test_banner_bundle_escapes_the_workspace_path() -> None:
-    bundle = banner_bundle(dict(FACTS, workspace=f"/tmp/{SCRIPT}"), "zh")
+    bundle = banner_bundle(facts_at(f"/tmp/{SCRIPT}"), "zh")
     assert_safe(bundle["text/html"], expect_evil=False)
     assert std_html.escape(SCRIPT) in bundle["text/html"]
 
@@ -200,7 +203,7 @@ def test_status_bundle_shows_only_the_newest_rows_but_totals_all() -> None:
 
 
 def test_status_bundle_fresh_directory_and_empty_manifest() -> None:
-    fresh = dict(FACTS, waking=False, checks=0, woke=0)
+    fresh = facts_at(waking=False, checks=0, woke=0)
     zh = status_bundle(fresh, [], None, [], "zh")["text/plain"]
     assert "还没有确认过的需求" in zh and "manifest.json 里还没有记录" in zh
     assert "接上上次" not in zh
@@ -221,7 +224,7 @@ def test_status_bundle_survives_junk_rows() -> None:
 def test_status_bundle_escapes_rows_checks_and_paths() -> None:
     rows = [row(EVIL, ok=False, error=EVIL), row("干活")]
     verdict = [{"check": EVIL, "passed": False}]
-    bundle = status_bundle(dict(FACTS, workspace=f"/tmp/{IMG}"), [EVIL], verdict, rows, "zh")
+    bundle = status_bundle(facts_at(f"/tmp/{IMG}"), [EVIL], verdict, rows, "zh")
     assert_safe(bundle["text/html"])
 
 
@@ -230,7 +233,7 @@ def test_status_bundle_escapes_rows_checks_and_paths() -> None:
 
 def test_run_view_escapes_agent_text_everywhere() -> None:
     """Agent text with <script> and <img onerror> shows as text in every part of every rendering."""
-    v = view(banner_facts=dict(FACTS, workspace=f"/tmp/{IMG}"), goal_checks=[EVIL], rounds=3, verbose=True)
+    v = view(banner_facts=facts_at(f"/tmp/{IMG}"), goal_checks=[EVIL], rounds=3, verbose=True)
     feed_everything(v)
     v.set_goal_checks([EVIL, CHECKS[0]])
     live = v._repr_mimebundle_()

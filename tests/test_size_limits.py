@@ -70,7 +70,7 @@ def flower(ws: Path, env: dict[str, str], *args: str) -> Done:
     proc = subprocess.run(
         ["flower", *args],
         cwd=ws,
-        env=env,
+        env={**env, "FLOWER_LANG": "en"},  # the lines below are read in English
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -200,7 +200,7 @@ def test_a_task_typed_at_the_prompt_is_held_to_the_same_limit(
         proc = subprocess.Popen(
             ["flower", "--window", "1000"],
             cwd=workspace,
-            env=child_env,
+            env={**child_env, "FLOWER_LANG": "en"},
             stdin=follower,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -241,6 +241,7 @@ def shell(workspace: Path, fake_api_env: dict[str, str]) -> Iterator[Interactive
     """The shell, with ``%flower`` loaded and bound to ``workspace`` as the notebook's directory."""
     sh = InteractiveShell.instance()
     sh.extension_manager.load_extension("flower_magic")
+    sh.run_line_magic("config", 'FlowerMagics.lang = "en"')  # the lines below are read in English
     sh.user_ns["__vsc_ipynb_file__"] = str(workspace / "notebook.ipynb")
     try:
         yield sh

@@ -47,6 +47,7 @@ from flower_magic.core.result import (
     StepResult,
     interrupt_prompt,
 )
+from flower_magic.core.rundir import RunDir
 from flower_magic.core.succession import check_model, hand_off, watch_context
 
 log = logging.getLogger(__name__)
@@ -71,8 +72,8 @@ class Runtime:
 
     Args:
         workspace: the agent's working directory (created if missing).
-        run_dir: where sessions.db, manifest.json and lineage.json live; relative paths are
-            resolved against the current directory, as the ``flower`` command does.
+        run_dir: where sessions.db, manifest.json and lineage.json live; relative = under the
+            workspace, as for every front end (default ``runs``).
         portable: ignore the user's ``~/.claude`` settings.
         trim: spill large old tool results out of resumed context (off here; on in ``flower``).
         ephemeral: mark stale results of old read-only shell commands on resume.
@@ -95,7 +96,7 @@ class Runtime:
         self,
         *,
         workspace: str | Path,
-        run_dir: str | Path = "runs",
+        run_dir: str | Path | None = None,
         portable: bool = True,
         trim: Any = False,
         ephemeral: Any = True,
@@ -106,15 +107,16 @@ class Runtime:
     ) -> None:
         if not has_credentials({**os.environ, **(env or {})}):
             raise CredentialsError()
-        self.workspace = ensure_dir("workspace", Path(workspace).expanduser().resolve())
-        self.run_dir = ensure_dir("run dir", Path(run_dir).expanduser().resolve())
+        rd = RunDir.at(workspace, run_dir)
+        self.workspace = ensure_dir("workspace", rd.workspace)
+        self.run_dir = ensure_dir("run dir", rd.path)
         self.portable = portable
         self.resilience: Resilience = _policy(resilience, Resilience)
         quiet_sdk_reader()
         self.handoff: HandoffPolicy = _policy(handoff, HandoffPolicy)
         self.env: dict[str, str] = {"CLAUDE_CONFIG_DIR": str(config_dir()), **cli_retry_env(os.environ)}
         self.env.update(env or {})
-        self.store = _make_store(self.run_dir / "sessions.db", self.workspace, trim, ephemeral, keep_denials)
+        self.store = _make_store(rd.sessions_db, self.workspace, trim, ephemeral, keep_denials)
         self.results: list[StepResult] = []
         self.run_id = manifest.new_run_id()
         self.on_session: Callable[[str], None] | None = None

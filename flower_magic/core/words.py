@@ -26,7 +26,6 @@ _TEXTS: dict[str, dict[str, str]] = {
         "work_ctx": "干活上下文 {ctx}",
         "wake_n": "第 {n} 次唤醒",
         "carried": "<- 接上次",
-        "unreadable": "! {what} 读不了,已另存为 {aside},这次从头开始",
         "ask_fresh": "要做什么?",
         "ask_fresh_hint": " 一句话就够,回车开始(Ctrl-C 退出)",
         "ask_wake": "接着上次?",
@@ -111,6 +110,27 @@ _TEXTS: dict[str, dict[str, str]] = {
         "col_context": "上下文",
         "col_error": "原因",
         "yes": "是",
+        "no_credentials": "没有 Anthropic 凭据。设置 ANTHROPIC_API_KEY(网关用 ANTHROPIC_AUTH_TOKEN 加 ANTHROPIC_BASE_URL),或者先运行一次 `claude login`。",
+        "path_unusable": "{path} 不能用作{role}:{reason}。换一个目录({flag})。",
+        "role_workspace": "工作区",
+        "role_run_dir": "运行目录",
+        "reason_file": "它是一个文件,不是目录",
+        "reason_under_file": "{parent} 是一个文件",
+        "reason_not_writable": "没有写权限",
+        "reason_read_only": "它所在的文件系统是只读的",
+        "not_a_file": "{path} 不是普通文件(是{kind}),flower 用不了;把它挪走再运行",
+        "kind_dir": "目录",
+        "kind_fifo": "命名管道",
+        "kind_other": "特殊文件",
+        "opt_rounds": "--rounds 要一个 ≥ 0 的整数,不是 {value}",
+        "opt_asks": "--asks 要一个整数(负数 = 不限),不是 {value}",
+        "opt_timeout": "--timeout 要一个秒数(≤0 = 不等,直接让它自己判断),不是 {value}",
+        "opt_window": "--window 要一个正的 token 数(比如 200000),不是 {value}",
+        "opt_lang": "--lang 只能是 {langs},不是 {value}",
+        "task_too_big": "这个诉求有 {size} 个字符,超过了 {window} token 上下文的模型一次能收下的上限({limit});什么都没写。把它存成工作区里的一个文件,然后说「照 spec.md 做」之类的话。",
+        "both_task_and_body": "%%flower:诉求写在 %%flower 那一行或者单元格里,二选一",
+        "bad_quotes": "%flower:读不懂这些参数:{error}",
+        "unreadable_next": "! {what} 用不了({why}):这次运行会把它另存一份,再从头开始",
     },
     "en": {
         "wake_head": "<- picking up in {where}",
@@ -119,7 +139,6 @@ _TEXTS: dict[str, dict[str, str]] = {
         "work_ctx": "work context {ctx}",
         "wake_n": "wake #{n}",
         "carried": "<- continuing",
-        "unreadable": "! {what} was unreadable, kept as {aside}; starting fresh",
         "ask_fresh": "What should it do?",
         "ask_fresh_hint": " one sentence is enough; Enter to start (Ctrl-C to quit)",
         "ask_wake": "Continue from last time?",
@@ -209,6 +228,27 @@ _TEXTS: dict[str, dict[str, str]] = {
         "col_context": "context",
         "col_error": "why",
         "yes": "yes",
+        "no_credentials": "No Anthropic credentials found. Set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN with ANTHROPIC_BASE_URL for a gateway), or log in once with `claude login`.",
+        "path_unusable": "Cannot use {path} as the {role}: {reason}. Choose another directory ({flag}).",
+        "role_workspace": "workspace",
+        "role_run_dir": "run dir",
+        "reason_file": "it is a file, not a directory",
+        "reason_under_file": "{parent} is a file",
+        "reason_not_writable": "it is not writable",
+        "reason_read_only": "its filesystem is read-only",
+        "not_a_file": "{path} is not a regular file (it is a {kind}), so flower cannot use it; move it away and run again",
+        "kind_dir": "directory",
+        "kind_fifo": "named pipe",
+        "kind_other": "special file",
+        "opt_rounds": "--rounds must be a whole number ≥ 0, not {value}",
+        "opt_asks": "--asks must be a whole number (negative = unlimited), not {value}",
+        "opt_timeout": "--timeout must be a number of seconds (≤0 = never wait: the agent decides), not {value}",
+        "opt_window": "--window must be a positive number of tokens (e.g. 200000), not {value}",
+        "opt_lang": "--lang must be one of {langs}, not {value}",
+        "task_too_big": 'the task is {size} characters, more than a model with a {window}-token context can be sent in one prompt (at most {limit}); nothing was written. Save it as a file in the workspace and name the file instead, e.g. "do what spec.md says".',
+        "both_task_and_body": "%%flower: put the task either on the %%flower line or in the cell body, not both",
+        "bad_quotes": "%flower: cannot read the arguments: {error}",
+        "unreadable_next": "! {what} cannot be used ({why}): this run keeps it aside and starts fresh",
     },
 }
 
@@ -220,6 +260,14 @@ def pick_lang(value: str | None = None, environ: Mapping[str, str] | None = None
     if lang not in LANGS:
         raise ValueError(f"unknown language {lang!r}; choose one of: {', '.join(LANGS)}")
     return lang
+
+
+def pick_lang_or_default(value: str | None = None) -> str:
+    """``pick_lang`` that never raises: an unknown language (already reported elsewhere) reads as zh."""
+    try:
+        return pick_lang(value)
+    except ValueError:
+        return "zh"
 
 
 def say(key: str, lang: str = "zh", **fields: Any) -> str:

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from flower_magic.core.events import Event
+from flower_magic.core.rundir import Snapshot
 from flower_magic.core.words import say
 from flower_magic.display import html
 from flower_magic.display.goals import goal_lines, marks_of
@@ -74,7 +75,7 @@ class RunState:
         verbose: also show subagent text, thinking, successful tool results and system events.
         rounds: the judge's round budget N (0: no round counter in the status line).
         goal_checks: the checks of 目标.md when the run starts.
-        banner_facts: ``core.wake.wake_facts`` when waking (shows the wake banner), else None.
+        banner_facts: what the run dir holds (``workflow.go.snapshot``) when waking (shows the wake banner), else None.
         log: the log (default: ``RunLog()``).
     """
 
@@ -85,7 +86,7 @@ class RunState:
         verbose: bool = False,
         rounds: int = 0,
         goal_checks: Sequence[str] = (),
-        banner_facts: Mapping[str, Any] | None = None,
+        banner_facts: Snapshot | None = None,
         log: RunLog | None = None,
     ) -> None:
         self.lock = threading.RLock()

@@ -49,6 +49,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
+from flower_magic.core.project import project_key
+from flower_magic.core.rundir import RunDir
 from flower_magic.stores.rows import ENCODER, PAYLOAD_SQL, decode, summary_from_row
 from flower_magic.stores.schema import open_readonly, open_writable
 
@@ -436,3 +438,20 @@ class SqliteSessionStore:
     def __repr__(self) -> str:
         mode = ", readonly=True" if self.is_readonly else ""
         return f"SqliteSessionStore({str(self.path)!r}{mode})"
+
+
+def last_context_of(rundir: RunDir, session_id: str) -> int:
+    """The last context size (tokens) a run dir's sessions.db recorded for a session; 0 if unknown.
+    Read-only: never creates the file."""
+    if not rundir.sessions_db.is_file():
+        return 0
+    try:
+        store = SqliteSessionStore(rundir.sessions_db, readonly=True)
+    except (OSError, ValueError, sqlite3.DatabaseError):
+        return 0
+    try:
+        return store.last_context(project_key(rundir.workspace), session_id)
+    except sqlite3.DatabaseError:
+        return 0
+    finally:
+        store.close()

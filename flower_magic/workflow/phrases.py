@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from flower_magic.core.rundir import Snapshot
 from flower_magic.core.words import cols, human_elapsed, human_tokens, say, short_path
 
 Segment = tuple[str, str]
@@ -25,29 +26,23 @@ def plain(line: Line) -> str:
     return "".join(text for _, text in line)
 
 
-def wake_banner(facts: Mapping[str, Any], lang: str = "zh", *, home: str | None = None) -> Line:
-    """``<- 在 ~/proj 接上上次 需求已确认 · 目标 15 条 · 干活上下文 80.2K · 第 3 次唤醒``.
-
-    Args:
-        facts: ``core.wake.wake_facts`` (workspace, checks, woke, work_context).
-    """
+def wake_banner(facts: Snapshot, lang: str = "zh", *, home: str | None = None) -> Line:
+    """``<- 在 ~/proj 接上上次 需求已确认 · 目标 15 条 · 干活上下文 80.2K · 第 3 次唤醒``."""
     bits = [say("brief_ok", lang)]
-    if facts.get("checks"):
-        bits.append(say("goals", lang, n=facts["checks"]))
-    if facts.get("work_context"):
-        bits.append(say("work_ctx", lang, ctx=human_tokens(int(facts["work_context"]))))
-    bits.append(say("wake_n", lang, n=int(facts.get("woke") or 0) + 1))
-    where = short_path(facts.get("workspace") or ".", home)
+    if facts.checks:
+        bits.append(say("goals", lang, n=facts.checks))
+    if facts.work_context:
+        bits.append(say("work_ctx", lang, ctx=human_tokens(facts.work_context)))
+    bits.append(say("wake_n", lang, n=facts.woke + 1))
+    where = short_path(facts.workspace, home)
     return [("head", say("wake_head", lang, where=where)), ("", " "), ("dim", " · ".join(bits))]
 
 
-def problem_line(facts: Mapping[str, Any], lang: str = "zh") -> Line | None:
-    """The one dim line saying an unreadable lineage was kept aside (None when all was readable)."""
-    problem = facts.get("problem")
-    if not problem:
+def problem_line(facts: Snapshot, lang: str = "zh") -> Line | None:
+    """The one dim line saying lineage.json cannot be used and will be kept aside (None when it can)."""
+    if not facts.problem:
         return None
-    aside = facts.get("set_aside_as") or "lineage.json.unreadable-…"
-    return [("dim", say("unreadable", lang, what="lineage.json", aside=aside))]
+    return [("dim", say("unreadable_next", lang, what="lineage.json", why=facts.problem))]
 
 
 def step_header(
