@@ -48,6 +48,9 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'flower_magic' has no attribute {name!r}")
+    if name == "Runtime":
+        # The default store (sessions.db, pruned on load) registers itself; core does not import it.
+        importlib.import_module("flower_magic.stores")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

@@ -99,6 +99,92 @@ def test_engine_never_imports_the_front_ends() -> None:
     assert offenders == []
 
 
+def _module_of(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def _runtime_imports(path: Path, modules: set[str]) -> set[str]:
+    """Modules of this package ``path`` imports when it runs (``if TYPE_CHECKING:`` blocks excluded;
+    imports inside functions included: they are arrows too). ``from pkg import sub`` is an arrow to
+    ``pkg.sub`` only: the package's own ``__init__`` running first is how Python imports, not a choice."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(n) for n in ast.walk(node))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            subs = {f"{node.module}.{a.name}" for a in node.names} & modules
+            names.update(subs)
+            if len(subs) < len(node.names):
+                names.add(node.module)
+    return {n for n in names if n.startswith("flower_magic")}
+
+
+def _graph() -> dict[str, set[str]]:
+    paths = {_module_of(p): p for p in PACKAGE.rglob("*.py")}
+    modules = set(paths)
+    return {m: {n for n in _runtime_imports(p, modules) if n in modules and n != m} for m, p in paths.items()}
+
+
+def test_layers_point_one_way() -> None:
+    """Issue 11 (d): front ends -> workflow -> core <- stores. core imports neither the workflow nor the
+    stores (it is handed its store), stores do not import the workflow, nothing below imports a front end."""
+    below = {
+        "flower_magic.core": ("flower_magic.workflow", "flower_magic.stores"),
+        "flower_magic.stores": ("flower_magic.workflow",),
+    }
+    offenders = [
+        f"{m} imports {n}"
+        for m, deps in _graph().items()
+        for layer, banned in below.items()
+        if m.startswith(layer + ".") or m == layer
+        for n in deps
+        if n.startswith(banned)
+    ]
+    assert offenders == []
+
+
+def test_no_import_cycles() -> None:
+    """Issue 11 (d): no module reaches itself through the imports it runs."""
+    graph = _graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    assert cycles == []
+
+
 def test_magics_load_without_the_workflow_or_the_sdk() -> None:
     """%load_ext must stay cheap: the workflow, the human channel and the SDK load when a run starts."""
     loaded = _modules_after("import IPython.core.magic\nimport flower_magic.magics")

@@ -152,8 +152,8 @@ def test_a_message_past_the_limit_stops_the_step_once_with_its_cause_in_one_line
     done = flower(workspace, child_env, "写个脚本")
     assert done.rc == 1, done.err
     assert done.err.splitlines() == [
-        say("too_big", "zh", limit="64 MiB", cmd="flower"),
-        say("aborted", "zh", step="干活"),
+        say("too_big", "en", limit="64 MiB", cmd="flower"),
+        say("aborted", "en", step="干活"),
     ]
     assert "Traceback" not in done.err + done.out and "Event loop is closed" not in done.err
     assert [role_of(r) for r in fake_api.requests] == ["clarifier", "goal", "worker"]

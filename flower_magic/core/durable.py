@@ -33,6 +33,7 @@ _TEMP_RE = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.[0-9a-f]{8}\.tmp$")
 # A live writer holds its temp for milliseconds (the whole write of a 10 MB manifest takes well
 # under a second); a temp an hour old belongs to a dead writer whose pid was reused.
 STALE_TEMP_AGE_S = 3600.0
+TEMP_NAME_CHARS = 40  # at most 160 bytes of UTF-8, leaving room for the pid, the nonce and .tmp
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -57,7 +58,9 @@ def write_atomic(path: Path, data: bytes) -> None:
     """
     folder = path.parent
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    # The temp name carries only the start of the target's: a name near the filesystem's 255-byte limit
+    # must still be writable (the temp file only has to share the target's folder).
+    tmp = folder / f".{path.name[:TEMP_NAME_CHARS]}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -137,7 +140,7 @@ def sweep_temps(path: Path) -> list[Path]:
         return removed
     for cand in candidates:
         m = _TEMP_RE.match(cand.name)
-        if not m or m.group("name") != path.name or not _stale(cand, int(m.group("pid"))):
+        if not m or m.group("name") != path.name[:TEMP_NAME_CHARS] or not _stale(cand, int(m.group("pid"))):
             continue
         with contextlib.suppress(OSError):
             cand.unlink()

@@ -48,6 +48,7 @@ from flower_magic.core.result import (
     interrupt_prompt,
 )
 from flower_magic.core.rundir import RunDir
+from flower_magic.core.storage import RunStore, default_store
 from flower_magic.core.succession import check_model, hand_off, watch_context
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,8 @@ class Runtime:
         resilience: outage policy (``True`` = defaults, ``False`` = one attempt only).
         handoff: context-full policy (``True`` = defaults, ``False`` = the CLI's auto-compaction).
         env: extra environment for the CLI.
+        store: where transcripts go (``core.storage.RunStore``); default: ``<run_dir>/sessions.db``,
+            pruned and trimmed on load (``flower_magic.stores.PruningSessionStore``).
 
     Raises:
         CredentialsError: no API key, token or Claude login is configured.
@@ -104,6 +107,7 @@ class Runtime:
         resilience: Resilience | bool = True,
         handoff: HandoffPolicy | bool = True,
         env: dict[str, str] | None = None,
+        store: RunStore | None = None,
     ) -> None:
         if not has_credentials({**os.environ, **(env or {})}):
             raise CredentialsError()
@@ -116,7 +120,9 @@ class Runtime:
         self.handoff: HandoffPolicy = _policy(handoff, HandoffPolicy)
         self.env: dict[str, str] = {"CLAUDE_CONFIG_DIR": str(config_dir()), **cli_retry_env(os.environ)}
         self.env.update(env or {})
-        self.store = _make_store(rd.sessions_db, self.workspace, trim, ephemeral, keep_denials)
+        self.store: RunStore = store or default_store(
+            rd.sessions_db, workspace=self.workspace, trim=trim, ephemeral=ephemeral, keep_denials=keep_denials
+        )
         self.results: list[StepResult] = []
         self.run_id = manifest.new_run_id()
         self.on_session: Callable[[str], None] | None = None
@@ -339,7 +345,7 @@ class Runtime:
     async def recover(self, session_id: str) -> bool:
         """Whether ``session_id`` can be resumed: the store holds it, after taking in what the CLI's own
         local copies hold and the store missed (a process killed before the mirror caught up)."""
-        from flower_magic.stores.local import backfill
+        from flower_magic.core.local_copy import backfill
 
         await backfill(self.store, self.workspace, session_id, self.env)
         return self.has_session(session_id)
@@ -347,7 +353,7 @@ class Runtime:
     def holds_prompt(self, session_id: str) -> bool:
         """The stored session already holds a prompt (its first entries are read, not the whole of it:
         a session's first prompt is among its first lines)."""
-        from flower_magic.stores.local import has_prompt
+        from flower_magic.core.local_copy import has_prompt
 
         key = {"project_key": self.project_key, "session_id": session_id}
         try:
@@ -452,7 +458,7 @@ class Runtime:
         """One CLI session turn. Never raises for SDK failures (they become ``result.error``)."""
         from claude_agent_sdk import ClaudeSDKClient
 
-        from flower_magic.stores.local import backfill, set_aside_local_copy
+        from flower_magic.core.local_copy import backfill, set_aside_local_copy
 
         await self.other_writers.before_attempt(self, plan, result, on_event)
         if plan.session_id and not plan.resume:
@@ -567,10 +573,3 @@ class Runtime:
                 manifest.persist(self.run_dir, self.run_id, rows)
         finally:
             self._persisting = False
-
-
-def _make_store(path: Path, workspace: Path, trim: Any, ephemeral: Any, keep_denials: int) -> Any:
-    """The one store every Runtime uses: ``<run_dir>/sessions.db``, pruned (and trimmed) on load."""
-    from flower_magic.stores.resume import PruningSessionStore
-
-    return PruningSessionStore(path, workspace=workspace, trim=trim, ephemeral=ephemeral, keep_denials=keep_denials)

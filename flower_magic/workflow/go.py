@@ -206,8 +206,11 @@ def make_runtime(opts: GoOptions, **kw: Any) -> Any:
     from flower_magic.core.runtime import Runtime
 
     handoff = HandoffPolicy(enabled=opts.handoff, **({"window": opts.window} if opts.window else {}))
+    from flower_magic.stores.resume import PruningSessionStore
+
     rd = opts.rundir
-    rt = Runtime(workspace=rd.workspace, run_dir=rd.path, trim=opts.trim, handoff=handoff, **kw)
+    store = PruningSessionStore(rd.sessions_db, workspace=rd.workspace, trim=opts.trim)
+    rt = Runtime(workspace=rd.workspace, run_dir=rd.path, handoff=handoff, store=store, **kw)
     rt.other_writers = OtherWriters(lang=opts.lang)
     return rt
 
