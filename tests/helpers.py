@@ -30,6 +30,17 @@ def run_script(script: Path, *, cwd: Path, env: dict[str, str], timeout: float =
     return dict(json.loads(last))
 
 
+NO_POSIX = Path(__file__).with_name("no_posix")  # its sitecustomize.py takes fcntl & co. away from flower_magic
+
+
+def without_posix(env: dict[str, str], log: Path, *, everyone: bool = False) -> dict[str, str]:
+    """``env`` for a Python process in which flower_magic's code cannot import ``fcntl`` or any other
+    POSIX-only module (``tests/no_posix/sitecustomize.py``); each refusal is written to ``log``."""
+    path = os.pathsep.join(p for p in (str(NO_POSIX), env.get("PYTHONPATH", "")) if p)
+    extra = {"PYTHONPATH": path, "NO_POSIX_LOG": str(log)}
+    return {**env, **extra, **({"NO_POSIX_FOR": "everyone"} if everyone else {})}
+
+
 def wait_until(happened: Callable[[], object], what: str, *, give_up_s: float = 60) -> None:
     """Poll until ``happened()`` is true; fail naming ``what`` if it never does.
 
