@@ -7,10 +7,10 @@ non-Linux platform takes is held to the same semantics: exclusive, released when
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -95,8 +95,9 @@ def test_lock_waits_for_the_holder(tmp_path: Path, impl: str) -> None:
     path, log = tmp_path / ".lock", tmp_path / "refused.log"
     with Locker(path, "fcntl", log) as holder, Locker(path, impl, log, how="wait") as waiter:
         assert holder.said() == "GOT"
-        time.sleep(0.3)  # room for a lock that does not wait to say GOT (it must not)
-        assert waiter.proc.poll() is None
+        assert waiter.proc.stdout is not None
+        # Room for a lock that does not wait to say GOT: it must stay silent while the holder holds.
+        assert select.select([waiter.proc.stdout], [], [], 0.5)[0] == []
         holder.let_go()
         assert waiter.said() == "GOT"
         waiter.let_go()
