@@ -33,7 +33,7 @@ from flower_magic.core.errors import CredentialsError, ensure_dir, has_credentia
 from flower_magic.core.events import Event, Sink, normalize, session_id_of
 from flower_magic.core.foreign_writer import OtherWriters
 from flower_magic.core.handoff import HandoffPolicy
-from flower_magic.core.launcher import cli_launcher, disconnect
+from flower_magic.core.launcher import cli_launcher, disconnect, launcher_env, tie, watchdog_mode
 from flower_magic.core.project import config_dir, project_key
 from flower_magic.core.resilience import Resilience, classify, cli_retry_env, fatal_hint, quiet_sdk_reader
 from flower_magic.core.result import (
@@ -81,6 +81,7 @@ class Runtime:
     Raises:
         CredentialsError: no API key, token or Claude login is configured.
         PathError: the workspace or run dir cannot be created.
+        ValueError: ``FLOWER_WATCHDOG`` is set to something other than auto, portable or off.
     """
 
     INTERRUPTED = INTERRUPTED
@@ -103,6 +104,7 @@ class Runtime:
     ) -> None:
         if not has_credentials({**os.environ, **(env or {})}):
             raise CredentialsError()
+        watchdog_mode()  # a FLOWER_WATCHDOG nobody can honour is said before anything is written
         self.workspace = ensure_dir("workspace", Path(workspace).expanduser().resolve())
         self.run_dir = ensure_dir("run dir", Path(run_dir).expanduser().resolve())
         self.portable = portable
@@ -430,7 +432,7 @@ class Runtime:
             fork=plan.fork,
             resume_at=plan.resume_at,
             session_id=plan.session_id,
-            env=self.env,
+            env={**self.env, **launcher_env()},
             portable=self.portable,
             cli_path=cli_launcher(),
         )
@@ -452,6 +454,7 @@ class Runtime:
         client = ClaudeSDKClient(self._options(spec, plan))
         try:
             await client.connect()
+            tie(client)  # Windows: the CLI joins this process's kill-on-close job
             self._client = client
             if self._interrupt is not None and not self._writing_handoff:
                 # An interrupt that arrived while the CLI was starting: nothing to cut yet.

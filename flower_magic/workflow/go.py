@@ -128,6 +128,12 @@ class GoOptions:
             self.lang = pick_lang(self.lang)
         except ValueError as exc:
             raise GoError(f"--lang: {exc}") from None
+        from flower_magic.core.launcher import watchdog_mode
+
+        try:
+            watchdog_mode()
+        except ValueError as exc:
+            raise GoError(str(exc)) from None
         for label, path in (("workspace (-w)", self.workspace), ("run dir (-r)", self.run_dir)):
             resolved = Path(path).expanduser()
             if resolved.exists() and not resolved.is_dir():
