@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
+from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any
 
 import pytest
@@ -28,7 +29,7 @@ from flower_magic.display.log import RunLog
 from flower_magic.display.run import WIDGET_MIME, pick_mode
 from flower_magic.display.state import RunState
 from flower_magic.terminal import TerminalView
-from flower_magic.workflow.phrases import plain, result_line, step_header, wake_banner
+from flower_magic.workflow.phrases import plain, result_line, step_header, tilde, wake_banner
 
 SCRIPT = "<script>alert(1)</script>"
 IMG = "<img src=x onerror=alert(1)>"
@@ -801,3 +802,20 @@ def test_in_a_real_kernel_without_a_person_the_view_is_a_display_handle(kernel: 
     assert set(shown["data"]) == {"text/html", "text/plain"}
     assert len(by_type["update_display_data"]) >= 2  # at least one live update, then the final one
     _assert_final_is_static(by_type, shown)
+
+
+@pytest.mark.parametrize(
+    ("path", "home", "kind", "shown"),
+    [
+        ("/home/jane doe/数据 清洗 🌻 with spaces", "/home/jane doe", PurePosixPath, "~/数据 清洗 🌻 with spaces"),
+        ("/home/jane doe", "/home/jane doe", PurePosixPath, "~"),
+        ("/home/jane doe2/x", "/home/jane doe", PurePosixPath, "/home/jane doe2/x"),  # a prefix is not a parent
+        ("/srv/x", "/", PurePosixPath, "/srv/x"),
+        (r"C:\Users\Jane Doe\数据 清洗 🌻", r"c:\users\jane doe", PureWindowsPath, "~\\数据 清洗 🌻"),
+        (r"D:\work\x", r"C:\Users\Jane Doe", PureWindowsPath, r"D:\work\x"),
+        (r"C:\work", "C:\\", PureWindowsPath, r"C:\work"),
+    ],
+)
+def test_the_banner_shows_the_home_as_a_tilde_on_every_platform(path: str, home: str, kind: type, shown: str) -> None:
+    """Drive letters and backslashes (any case) as well as spaces and CJK in a home directory."""
+    assert tilde(path, home, kind) == shown

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import unicodedata
 from collections.abc import Mapping
-from pathlib import Path
+from pathlib import Path, PurePath, PureWindowsPath
 from typing import Any
 
 Segment = tuple[str, str]
@@ -195,10 +195,24 @@ def human_elapsed(seconds: float) -> str:
 def short_path(path: str | Path, home: str | None = None) -> str:
     """``~/x/y`` for a path under the home directory, else the absolute path."""
     text = str(Path(path).expanduser().resolve())
-    home = home if home is not None else os.path.expanduser("~")
-    if home and home != "/" and (text == home or text.startswith(home.rstrip("/") + "/")):
-        return "~/" + text[len(home.rstrip("/")) + 1 :] if text != home else "~"
-    return text
+    return tilde(text, home if home is not None else os.path.expanduser("~"), PurePath)
+
+
+def tilde(text: str, home: str, kind: type[PurePath] = PurePath) -> str:
+    """``text`` with the home directory shown as ``~`` (``~\\x`` on Windows); as it is elsewhere.
+
+    ``kind`` is the path flavour (``PureWindowsPath``: drive letters and backslashes, any case).
+    """
+    path, root = kind(text), kind(home) if home else None
+    if root is None or root == kind(root.anchor):
+        return text  # no home, or a home at the root of a drive: every path would be "under" it
+    if path == root:
+        return "~"
+    try:
+        rest = path.relative_to(root)
+    except ValueError:
+        return text
+    return "~" + ("\\" if isinstance(path, PureWindowsPath) else "/") + str(rest)
 
 
 def cols(text: str) -> int:
