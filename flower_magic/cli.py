@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from flower_magic.core.errors import FlowerError
+from flower_magic.core.words import say
 from flower_magic.terminal import TerminalView
 from flower_magic.workflow.go import (
     DEFAULT_ROUNDS,
@@ -34,7 +35,7 @@ from flower_magic.workflow.go import (
     hold_run_dir,
     make_runtime,
 )
-from flower_magic.workflow.phrases import explain_error, plain, problem_line, say, total_line, wake_banner
+from flower_magic.workflow.phrases import explain_error, plain, problem_line, total_line, wake_banner
 from flower_magic.workflow.starter import NEW_CMD, NoTaskError, unfinished_clarification
 
 

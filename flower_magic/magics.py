@@ -226,7 +226,7 @@ class FlowerMagics(Magics):
     def _run(self, opts: GoOptions) -> None:
         from flower_magic.core.errors import has_credentials
         from flower_magic.core.wake import wake_facts
-        from flower_magic.workflow.phrases import say
+        from flower_magic.core.words import say
         from flower_magic.workflow.starter import unfinished_clarification
 
         facts = wake_facts(opts.workspace, run_dir=opts.run_dir)
@@ -361,8 +361,8 @@ def load(ipython: Any) -> None:
     if facts.get("waking"):
         from IPython.display import display
 
+        from flower_magic.core.words import pick_lang
         from flower_magic.display import banner_bundle
-        from flower_magic.workflow.phrases import pick_lang
 
         try:
             lang = pick_lang()

@@ -16,12 +16,12 @@ import time
 from typing import Any, TextIO
 
 from flower_magic.core.events import Event
+from flower_magic.core.words import say
 from flower_magic.workflow.phrases import (
     Line,
     handoff_block,
     result_line,
     round_header,
-    say,
     status_line,
     step_header,
 )

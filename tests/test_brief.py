@@ -532,9 +532,10 @@ def test_no_copy_no_write(tmp_path: Path) -> None:
     """When the person's version cannot be kept, flower does not write either."""
     path = tmp_path / "需求.md"
     path.write_text(CANONICAL, encoding="utf-8")
-    taken = [
-        path.with_name(f"需求.md.edited-{time.strftime('%Y%m%d-%H%M%S')}{f'-{n}' if n else ''}") for n in range(1000)
-    ]
+    # Every name a copy could take, for this second and the next few (the clock may tick meanwhile).
+    now = time.time()
+    stamps = {time.strftime("%Y%m%d-%H%M%S", time.localtime(now + k)) for k in range(4)}
+    taken = [path.with_name(f"需求.md.edited-{s}{f'-{n}' if n else ''}") for s in stamps for n in range(1000)]
     for name in taken:
         name.write_text("", encoding="utf-8")
     with pytest.raises(OSError):

@@ -24,13 +24,13 @@ import pytest
 from flower_magic.core import manifest
 from flower_magic.core.human import TIMEOUT_TEXT
 from flower_magic.core.project import project_key
+from flower_magic.core.words import say
 from flower_magic.stores.sqlite import SqliteSessionStore
 from flower_magic.testing import FakeAnthropic, Request, text, tool_use
 from flower_magic.testing.roles import as_role, role_of
 from flower_magic.workflow.brief import Brief
 from flower_magic.workflow.clarify import CLARIFY_RESUME
 from flower_magic.workflow.goal import Goal
-from flower_magic.workflow.phrases import say
 from flower_magic.workflow.starter import WAKE_NOTHING_SAID
 from tests.helpers import wait_until
 

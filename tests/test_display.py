@@ -24,12 +24,13 @@ import pytest
 
 import flower_magic.display as display
 from flower_magic.core.events import Event
+from flower_magic.core.words import tilde
 from flower_magic.display import RunView, banner_bundle, status_bundle
 from flower_magic.display.log import RunLog
 from flower_magic.display.run import WIDGET_MIME, pick_mode
 from flower_magic.display.state import RunState
 from flower_magic.terminal import TerminalView
-from flower_magic.workflow.phrases import plain, result_line, step_header, tilde, wake_banner
+from flower_magic.workflow.phrases import plain, result_line, step_header, wake_banner
 
 SCRIPT = "<script>alert(1)</script>"
 IMG = "<img src=x onerror=alert(1)>"

@@ -186,3 +186,26 @@ async def test_sdk_failure_never_escapes_run(fake_api_env: dict[str, str], works
     assert not result.ok and result.error
     rows = (workspace / "runs" / "manifest.json").read_text(encoding="utf-8")
     assert '"ok": false' in rows
+
+
+def test_rescue_from_a_signal_while_the_rows_are_being_written_does_not_wait_on_its_own_lock(
+    fake_api_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Found by the continuity walk: SIGTERM landing while the step's row was being written ran
+    ``rescue`` on the same thread, which waited forever for the manifest lock its own frame held."""
+    import json
+
+    from flower_magic.core.result import StepResult
+
+    rt = Runtime(workspace=tmp_path / "ws", run_dir=tmp_path / "runs")
+    try:
+        rt._current = StepResult(step="干活", session_id="s1")
+        rt._persisting = True  # what a signal handler finds when it interrupts _persist
+        rt.rescue()
+        assert not (tmp_path / "runs" / "manifest.json").exists()
+        rt._persisting = False
+        rt.rescue()  # any other moment: the step in flight is recorded
+        rows = json.loads((tmp_path / "runs" / "manifest.json").read_text(encoding="utf-8"))
+        assert [(r["step"], r["error"]) for r in rows] == [("干活", "killed-by-signal")]
+    finally:
+        rt.close()

@@ -68,7 +68,7 @@ class RunLocked(FlowerError):
         lang: str = "zh",
     ) -> None:
         # The words live in the one phrase table (a stdlib-only leaf module, cheap to import here).
-        from flower_magic.workflow.phrases import run_locked_line
+        from flower_magic.core.words import run_locked_line
 
         self.path = path
         self.pid = pid
@@ -95,7 +95,7 @@ class SessionBusy(FlowerError):
     def __init__(
         self, session_id: str, path: Path, *, pids: tuple[int, ...], waited_s: float, lang: str = "zh"
     ) -> None:
-        from flower_magic.workflow.phrases import session_busy_line
+        from flower_magic.core.words import session_busy_line
 
         self.session_id = session_id
         self.path = path

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import threading
 import time
@@ -47,6 +48,8 @@ from flower_magic.core.result import (
     interrupt_prompt,
 )
 from flower_magic.core.succession import check_model, hand_off, watch_context
+
+log = logging.getLogger(__name__)
 
 __all__ = ["HANDOFF_DUE", "INTERRUPTED", "INTERRUPT_NOTE", "KILLED", "Runtime", "StepResult"]
 
@@ -131,6 +134,7 @@ class Runtime:
         self._model_checked = False
         self._closed = False
         self._opening: str | Callable[[], str] | None = None
+        self._persisting = False
 
     # -- facts -----------------------------------------------------------------------------------
 
@@ -203,7 +207,14 @@ class Runtime:
         return self._interrupt is not None
 
     def rescue(self) -> None:
-        """Record the in-flight step (``killed-by-signal``) before the process goes. Never raises."""
+        """Record the in-flight step (``killed-by-signal``) before the process goes. Never raises.
+
+        Safe from a signal handler: when the signal lands while this runtime is writing its rows,
+        that write already holds every row (a step's result is added before it is written), so
+        rescue returns instead of waiting for the manifest lock its own interrupted frame holds.
+        """
+        if self._persisting:
+            return
         try:
             cur = self._current
             if cur is not None and cur not in self.results:
@@ -212,7 +223,7 @@ class Runtime:
                 self.results.append(cur)
             self._persist()
         except Exception:
-            pass
+            log.warning("could not record the step in flight in %s", self.manifest_path, exc_info=True)
 
     def close(self) -> None:
         if self._closed:
@@ -550,9 +561,13 @@ class Runtime:
             sink(event)
 
     def _persist(self) -> None:
-        rows = [manifest.row_of(r, self.run_id) for r in self.results]
-        with contextlib.suppress(OSError):
-            manifest.persist(self.run_dir, self.run_id, rows)
+        self._persisting = True
+        try:
+            rows = [manifest.row_of(r, self.run_id) for r in self.results]
+            with contextlib.suppress(OSError):
+                manifest.persist(self.run_dir, self.run_id, rows)
+        finally:
+            self._persisting = False
 
 
 def _make_store(path: Path, workspace: Path, trim: Any, ephemeral: Any, keep_denials: int) -> Any:

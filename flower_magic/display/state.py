@@ -20,10 +20,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from flower_magic.core.events import Event
+from flower_magic.core.words import say
 from flower_magic.display import html
 from flower_magic.display.goals import goal_lines, marks_of
 from flower_magic.display.log import Entry, RunLog
-from flower_magic.display.texts import word
 from flower_magic.terminal import sanitize
 from flower_magic.workflow.phrases import (
     Line,
@@ -32,7 +32,6 @@ from flower_magic.workflow.phrases import (
     problem_line,
     result_line,
     round_header,
-    say,
     status_line,
     step_header,
     total_line,
@@ -260,7 +259,7 @@ class RunState:
         for i, option in enumerate(p.get("options") or [], start=1):
             lines.append([("", f"  {i}. {clip(str(option), 300)}")])
         if state == "asked":
-            lines.append([("dim", word("waiting", self.lang))])
+            lines.append([("dim", say("waiting", self.lang))])
         elif state == "answered":
             lines.append([("ok", "  + " + clip(str(p.get("answer") or ""), 2000))])
         elif state:
@@ -311,7 +310,7 @@ class RunState:
         return goal_lines(self.goals, self.marks, self.lang, unverifiable=self.unverifiable, verdict=self.verdict)
 
     def note_lines(self) -> list[Line]:
-        return [[("dim", word("earlier", self.lang, n=self.log.dropped))]] if self.log.dropped else []
+        return [[("dim", say("earlier", self.lang, n=self.log.dropped))]] if self.log.dropped else []
 
     def head_html(self) -> str:
         return html.lines_html(self.head)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flower_magic.core.handoff import WINDOW_1M_TOKENS, default_window
-from flower_magic.workflow.phrases import pick_lang
+from flower_magic.core.words import pick_lang
 
 if TYPE_CHECKING:
     from flower_magic.core.runlock import RunLock
