@@ -108,6 +108,7 @@ def feed_everything(v: RunView, text: str = EVIL) -> None:
     s(Event("tool_result", text, payload={"tool_use_id": "t1", "is_error": False}))
     s(Event("tool_result", text, payload={"tool_use_id": "t1", "is_error": True}))
     s(Event("retry", text, payload={"step": "干活", "attempt": 1}))
+    s(Event("notice", text, payload={"network_fs": "nfs4", "mount_point": text}))
     s(Event("error", text))
     s(Event("handoff", text, payload={"phase": "near", "context": 1, "window": 2}))
     sections = {"doing": text, "decided": text, "deadends": text, "next": text}
@@ -820,3 +821,18 @@ def test_in_a_real_kernel_without_a_person_the_view_is_a_display_handle(kernel: 
 def test_the_banner_shows_the_home_as_a_tilde_on_every_platform(path: str, home: str, kind: type, shown: str) -> None:
     """Drive letters and backslashes (any case) as well as spaces and CJK in a home directory."""
     assert tilde(path, home, kind) == shown
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_the_network_filesystem_notice_shows_in_the_notebook_and_the_terminal(lang: str) -> None:
+    """What it means and what to do instead, in one line, as it came (issue 16, build item 3)."""
+    from flower_magic.core.words import network_fs_line
+
+    line = network_fs_line("/home/jane doe/proj/runs", "nfs4", "/home", lang)
+    assert "-r" in line and "/home" in line and "nfs4" in line and "WAL" in line
+    state = RunState(lang)
+    state.feed(Event("notice", line, payload={"network_fs": "nfs4"}))
+    assert state.to_text().count(line) == 1
+    out = io.StringIO()
+    TerminalView(lang, out=out)(Event("notice", line, payload={"network_fs": "nfs4"}))
+    assert out.getvalue().count(line) == 1

@@ -893,6 +893,41 @@ async def test_an_emoji_workspace_resumes_from_the_store_alone(fake_api: FakeAnt
         store.close()
 
 
+@pytest.mark.slow
+def test_on_a_network_filesystem_the_store_keeps_a_rollback_journal(tmp_path: Path) -> None:
+    """Issue 16, build item 3: WAL's shared memory does not work on a network filesystem. A store made
+    on a local disk (WAL) and then moved there is switched to a rollback journal when opened, and
+    works as before; locally it stays WAL."""
+    from tests.netfs import loopback_sshfs
+
+    key = {"project_key": "p", "session_id": "s"}
+    local = SqliteSessionStore(tmp_path / "local" / "sessions.db")
+    try:
+        assert (local.journal_mode, local.on_network_fs) == ("wal", False)
+        asyncio.run(local.append(key, [{"type": "user", "uuid": "u1"}]))  # type: ignore[arg-type,list-item]
+    finally:
+        local.close()
+    assert (tmp_path / "local" / "sessions.db").read_bytes()[18:20] == b"\x02\x02"  # WAL in the file header
+    with loopback_sshfs(tmp_path / "net") as mnt:
+        (mnt / "runs").mkdir()
+        shutil.copy(tmp_path / "local" / "sessions.db", mnt / "runs" / "sessions.db")
+        store = SqliteSessionStore(mnt / "runs" / "sessions.db")
+        try:
+            assert store.on_network_fs and store.mount is not None and store.mount.fstype == "fuse.sshfs"
+            assert store.journal_mode == "delete"
+            asyncio.run(store.append(key, [{"type": "user", "uuid": "u2"}]))  # type: ignore[arg-type,list-item]
+            assert [e["uuid"] for e in store.load_sync(key) or []] == ["u1", "u2"]  # type: ignore[arg-type,typeddict-item]
+        finally:
+            store.close()
+        assert (mnt / "runs" / "sessions.db").read_bytes()[18:20] == b"\x01\x01"
+        assert sorted(p.name for p in (mnt / "runs").iterdir()) == ["sessions.db"]  # no -wal, no -shm
+        reader = SqliteSessionStore(mnt / "runs" / "sessions.db", readonly=True)
+        try:
+            assert reader.has_session("p", "s")
+        finally:
+            reader.close()
+
+
 def test_holds_text_finds_what_was_said_as_stored(tmp_path: Path) -> None:
     """Non-ASCII, quotes and newlines are stored escaped; the search escapes the same way."""
     store = SqliteSessionStore(tmp_path / "s.db")

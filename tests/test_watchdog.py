@@ -197,12 +197,18 @@ def test_a_watchdog_setting_nobody_can_honour_is_refused_in_one_line() -> None:
     assert "\n" not in message and "'pdeath'" in message and "FLOWER_WATCHDOG=portable" in message
 
 
-def test_go_refuses_a_bad_watchdog_setting_before_writing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_go_refuses_a_bad_watchdog_setting_before_writing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, lang: str
+) -> None:
+    from flower_magic.core.words import say
     from flower_magic.workflow.go import GoError, GoOptions
 
     monkeypatch.setenv("FLOWER_WATCHDOG", "sometimes")
-    with pytest.raises(GoError, match="FLOWER_WATCHDOG"):
-        GoOptions(task="x", workspace=tmp_path / "ws", run_dir=tmp_path / "ws" / "runs").check()
+    with pytest.raises(GoError) as caught:
+        GoOptions(task="x", workspace=tmp_path / "ws", run_dir=tmp_path / "ws" / "runs", lang=lang).check()
+    assert str(caught.value) == say("bad_watchdog", lang, value="'sometimes'", choices="auto, portable, off")
+    assert "FLOWER_WATCHDOG=portable" in str(caught.value)
     assert list(tmp_path.iterdir()) == []
 
 

@@ -80,6 +80,7 @@ class Runtime:
         resilience: outage policy (``True`` = defaults, ``False`` = one attempt only).
         handoff: context-full policy (``True`` = defaults, ``False`` = the CLI's auto-compaction).
         env: extra environment for the CLI.
+        lang: the language of what the runtime itself says ("" = ``FLOWER_LANG``, else zh).
 
     Raises:
         CredentialsError: no API key, token or Claude login is configured.
@@ -104,6 +105,7 @@ class Runtime:
         resilience: Resilience | bool = True,
         handoff: HandoffPolicy | bool = True,
         env: dict[str, str] | None = None,
+        lang: str = "",
     ) -> None:
         if not has_credentials({**os.environ, **(env or {})}):
             raise CredentialsError()
@@ -117,8 +119,10 @@ class Runtime:
         self.env: dict[str, str] = {"CLAUDE_CONFIG_DIR": str(config_dir()), **cli_retry_env(os.environ)}
         self.env.update(env or {})
         self.store = _make_store(self.run_dir / "sessions.db", self.workspace, trim, ephemeral, keep_denials)
+        self.lang = lang
         self.results: list[StepResult] = []
         self.run_id = manifest.new_run_id()
+        self._fs_noted = False
         self.on_session: Callable[[str], None] | None = None
         self._current: StepResult | None = None
         self._interrupt: str | None = None
@@ -263,6 +267,7 @@ class Runtime:
                 prompt was stored): they are sent then, ahead of ``prompt``. Without ``resume`` the
                 opening is ``prompt`` itself.
         """
+        self._note_network_fs(on_event)
         result = StepResult(step=step_name or spec.name, started_at=time.time())
         self._current = result
         self._loop = asyncio.get_running_loop()
@@ -343,6 +348,22 @@ class Runtime:
 
         await backfill(self.store, self.workspace, session_id, self.env)
         return self.has_session(session_id)
+
+    def _note_network_fs(self, on_event: Sink | None) -> None:
+        """Say once per runtime that the run dir is on a network filesystem, what that means, what to do."""
+        mount = getattr(self.store, "mount", None)
+        if self._fs_noted or mount is None or not mount.is_network:
+            return
+        self._fs_noted = True
+        from flower_magic.core.words import network_fs_line, pick_lang
+
+        try:
+            lang = pick_lang(self.lang)
+        except ValueError:
+            lang = "zh"
+        text = network_fs_line(self.run_dir, mount.fstype, mount.point, lang)
+        payload = {"network_fs": mount.fstype, "mount_point": mount.point, "journal_mode": self.store.journal_mode}
+        self._emit(on_event, Event("notice", text, payload=payload))
 
     def holds_prompt(self, session_id: str) -> bool:
         """The stored session already holds a prompt (its first entries are read, not the whole of it:

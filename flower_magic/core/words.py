@@ -111,6 +111,11 @@ _TEXTS: dict[str, dict[str, str]] = {
         "col_context": "上下文",
         "col_error": "原因",
         "yes": "是",
+        "network_fs": "! {run_dir} 在网络文件系统上({fstype})。flower 在这里用回滚日志(rollback journal)而不是 WAL 写 "
+        "sessions.db:写得慢一些,别的电脑上读它的人要等写完;这里的文件锁也可能管不到别的电脑,两台电脑同时在这个运行"
+        "目录里跑 flower 不会被拦住。想避开这些:用 -r 把运行目录放到本机自己的磁盘上(不在 {point} 下面)。",
+        "bad_watchdog": "FLOWER_WATCHDOG={value} 不认识,可选:{choices}。"
+        "不设它(auto)就好,或者设 FLOWER_WATCHDOG=portable",
     },
     "en": {
         "wake_head": "<- picking up in {where}",
@@ -209,6 +214,13 @@ _TEXTS: dict[str, dict[str, str]] = {
         "col_context": "context",
         "col_error": "why",
         "yes": "yes",
+        "network_fs": "! {run_dir} is on a network filesystem ({fstype}). flower keeps sessions.db there with a "
+        "rollback journal instead of WAL: writes are slower, and a reader on another computer waits while one is "
+        "written. File locks there may not reach other computers either, so two computers running flower in this "
+        "run dir at once are not kept apart. To avoid both, keep the run dir on this computer's own disk: -r with a "
+        "folder that is not under {point}.",
+        "bad_watchdog": "FLOWER_WATCHDOG={value} is not one of {choices}; unset it (auto) or set e.g. "
+        "FLOWER_WATCHDOG=portable",
     },
 }
 
@@ -317,3 +329,9 @@ def session_busy_line(session_id: str, path: Path, *, pids: tuple[int, ...], wai
     """The error when someone else kept writing the session: the step stopped instead of resuming."""
     who, stop = _writer_words(path, pids, lang)
     return say("session_busy", lang, sid=session_id, who=who, wait=wait_words(waited_s, lang), stop=stop)
+
+
+def network_fs_line(run_dir: str | Path, fstype: str, point: str, lang: str = "zh") -> str:
+    """The one notice a run in a run dir on a network filesystem gives: what flower does there and why,
+    and how to avoid it."""
+    return say("network_fs", lang, run_dir=run_dir, fstype=fstype, point=point or run_dir)

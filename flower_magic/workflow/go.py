@@ -9,12 +9,13 @@ anything is written (a second run on the same directory is refused there); ``mak
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flower_magic.core.handoff import WINDOW_1M_TOKENS, default_window
-from flower_magic.core.words import pick_lang
+from flower_magic.core.words import pick_lang, say
 
 if TYPE_CHECKING:
     from flower_magic.core.runlock import RunLock
@@ -128,12 +129,14 @@ class GoOptions:
             self.lang = pick_lang(self.lang)
         except ValueError as exc:
             raise GoError(f"--lang: {exc}") from None
-        from flower_magic.core.launcher import watchdog_mode
+        from flower_magic.core.launcher import WATCHDOG_ENV, WATCHDOG_MODES, watchdog_mode
 
         try:
             watchdog_mode()
-        except ValueError as exc:
-            raise GoError(str(exc)) from None
+        except ValueError:
+            choices = ", ".join(WATCHDOG_MODES)
+            value = os.environ.get(WATCHDOG_ENV, "")
+            raise GoError(say("bad_watchdog", self.lang, value=repr(value), choices=choices)) from None
         for label, path in (("workspace (-w)", self.workspace), ("run dir (-r)", self.run_dir)):
             resolved = Path(path).expanduser()
             if resolved.exists() and not resolved.is_dir():
@@ -175,7 +178,7 @@ def make_runtime(opts: GoOptions, **kw: Any) -> Any:
     from flower_magic.core.runtime import Runtime
 
     handoff = HandoffPolicy(enabled=opts.handoff, **({"window": opts.window} if opts.window else {}))
-    rt = Runtime(workspace=opts.workspace, run_dir=opts.run_dir, trim=opts.trim, handoff=handoff, **kw)
+    rt = Runtime(workspace=opts.workspace, run_dir=opts.run_dir, trim=opts.trim, handoff=handoff, lang=opts.lang, **kw)
     rt.other_writers = OtherWriters(lang=opts.lang)
     return rt
 
