@@ -145,7 +145,10 @@ def cli_launcher(environ: Mapping[str, str] | None = None) -> str | None:
     cli = bundled_cli()
     if cli is None:
         return None
-    return _written(pdeathsig_script(cli) if how == "pdeathsig" else watchdog_script(cli))
+    script = pdeathsig_script(cli) if how == "pdeathsig" else watchdog_script(cli)
+    if not sys.executable and "setpriv" not in script:
+        return None  # an embedded Python that cannot name its interpreter cannot run the stub
+    return _written(script)
 
 
 def launcher_env() -> dict[str, str]:
