@@ -93,14 +93,15 @@ def test_a_held_lock_refuses_others_and_dies_with_its_holder(tmp_path: Path, hol
 @pytest.mark.parametrize("impl", IMPLS)
 def test_lock_waits_for_the_holder(tmp_path: Path, impl: str) -> None:
     path, log = tmp_path / ".lock", tmp_path / "refused.log"
-    with Locker(path, "fcntl", log) as holder, Locker(path, impl, log, how="wait") as waiter:
-        assert holder.said() == "GOT"
-        assert waiter.proc.stdout is not None
-        # Room for a lock that does not wait to say GOT: it must stay silent while the holder holds.
-        assert select.select([waiter.proc.stdout], [], [], 0.5)[0] == []
-        holder.let_go()
-        assert waiter.said() == "GOT"
-        waiter.let_go()
+    with Locker(path, "fcntl", log) as holder:
+        assert holder.said() == "GOT"  # held before the waiter starts
+        with Locker(path, impl, log, how="wait") as waiter:
+            assert waiter.proc.stdout is not None
+            # Room for a lock that does not wait to say GOT: it must stay silent while the holder holds.
+            assert select.select([waiter.proc.stdout], [], [], 0.5)[0] == []
+            holder.let_go()
+            assert waiter.said() == "GOT"
+            waiter.let_go()
 
 
 def test_two_open_files_in_one_process_exclude_each_other(tmp_path: Path) -> None:
