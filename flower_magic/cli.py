@@ -179,7 +179,12 @@ async def _drive(opts: GoOptions, view: TerminalView, console: _Console) -> int:
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
 
-    restore = {s: signal.signal(s, on_term) for s in (signal.SIGHUP, signal.SIGTERM)}
+    # A closed terminal: SIGHUP on POSIX, the console's Ctrl-Break / close event on Windows.
+    if sys.platform == "win32":
+        ends = (signal.SIGBREAK, signal.SIGTERM)
+    else:
+        ends = (signal.SIGHUP, signal.SIGTERM)
+    restore = {s: signal.signal(s, on_term) for s in ends}
     try:
         ctx = await starter.workflow.run(rt, on_event=view, on_step=view.on_step)
     finally:

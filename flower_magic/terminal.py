@@ -121,6 +121,8 @@ class TerminalView:
                 self.say("bad" if p.get("is_error") else "dim", pad + "  -> " + sanitize(ev.text)[:300])
         elif ev.kind == "retry":
             self.say("warn", "~ " + sanitize(ev.text))
+        elif ev.kind == "notice":
+            self.say("warn", sanitize(ev.text))
         elif ev.kind == "error":
             self.say("bad", "! " + sanitize(ev.text))
         elif ev.kind == "handoff":

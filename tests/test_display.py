@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 import pytest
@@ -25,6 +25,7 @@ import pytest
 import flower_magic.display as display
 from flower_magic.core.events import Event
 from flower_magic.core.rundir import RunDir, Snapshot
+from flower_magic.core.words import tilde
 from flower_magic.display import RunView, banner_bundle, status_bundle
 from flower_magic.display.log import RunLog
 from flower_magic.display.run import WIDGET_MIME, pick_mode
@@ -109,6 +110,7 @@ def feed_everything(v: RunView, text: str = EVIL) -> None:
     s(Event("tool_result", text, payload={"tool_use_id": "t1", "is_error": False}))
     s(Event("tool_result", text, payload={"tool_use_id": "t1", "is_error": True}))
     s(Event("retry", text, payload={"step": "干活", "attempt": 1}))
+    s(Event("notice", text, payload={"network_fs": "nfs4", "mount_point": text}))
     s(Event("error", text))
     s(Event("handoff", text, payload={"phase": "near", "context": 1, "window": 2}))
     sections = {"doing": text, "decided": text, "deadends": text, "next": text}
@@ -804,3 +806,35 @@ def test_in_a_real_kernel_without_a_person_the_view_is_a_display_handle(kernel: 
     assert set(shown["data"]) == {"text/html", "text/plain"}
     assert len(by_type["update_display_data"]) >= 2  # at least one live update, then the final one
     _assert_final_is_static(by_type, shown)
+
+
+@pytest.mark.parametrize(
+    ("path", "home", "kind", "shown"),
+    [
+        ("/home/jane doe/数据 清洗 🌻 with spaces", "/home/jane doe", PurePosixPath, "~/数据 清洗 🌻 with spaces"),
+        ("/home/jane doe", "/home/jane doe", PurePosixPath, "~"),
+        ("/home/jane doe2/x", "/home/jane doe", PurePosixPath, "/home/jane doe2/x"),  # a prefix is not a parent
+        ("/srv/x", "/", PurePosixPath, "/srv/x"),
+        (r"C:\Users\Jane Doe\数据 清洗 🌻", r"c:\users\jane doe", PureWindowsPath, "~\\数据 清洗 🌻"),
+        (r"D:\work\x", r"C:\Users\Jane Doe", PureWindowsPath, r"D:\work\x"),
+        (r"C:\work", "C:\\", PureWindowsPath, r"C:\work"),
+    ],
+)
+def test_the_banner_shows_the_home_as_a_tilde_on_every_platform(path: str, home: str, kind: type, shown: str) -> None:
+    """Drive letters and backslashes (any case) as well as spaces and CJK in a home directory."""
+    assert tilde(path, home, kind) == shown
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_the_network_filesystem_notice_shows_in_the_notebook_and_the_terminal(lang: str) -> None:
+    """What it means and what to do instead, in one line, as it came (issue 16, build item 3)."""
+    from flower_magic.core.words import network_fs_line
+
+    line = network_fs_line("/home/jane doe/proj/runs", "nfs4", "/home", lang)
+    assert "-r" in line and "/home" in line and "nfs4" in line and "WAL" in line
+    state = RunState(lang)
+    state.feed(Event("notice", line, payload={"network_fs": "nfs4"}))
+    assert state.to_text().count(line) == 1
+    out = io.StringIO()
+    TerminalView(lang, out=out)(Event("notice", line, payload={"network_fs": "nfs4"}))
+    assert out.getvalue().count(line) == 1

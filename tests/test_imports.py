@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import flower_magic
+from tests.helpers import without_posix
 
 PACKAGE = Path(flower_magic.__file__).parent
 HEAVY = ("claude_agent_sdk", "ipywidgets", "jupyter_server", "IPython", "tornado")
@@ -205,3 +209,42 @@ def test_light_copies_of_defaults_agree() -> None:
 
     assert go.DEFAULT_TIMEOUT_S == DEFAULT_TIMEOUT_S
     assert go.NEW_CMD == starter.NEW_CMD
+
+
+IMPORT_ALL = """
+import importlib, json, pkgutil, sys
+import flower_magic
+names = [m.name for m in pkgutil.walk_packages(flower_magic.__path__, "flower_magic.")]
+wanted = [n for n in names if n.startswith(tuple(sys.argv[1:]))]
+failed = {}
+for name in wanted:
+    try:
+        importlib.import_module(name)
+    except Exception as exc:
+        failed[name] = repr(exc)
+print(json.dumps({"imported": len(wanted) - len(failed), "failed": failed}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("everyone", "prefixes"),
+    [
+        (False, ["flower_magic"]),
+        # The engine and the fake API import nothing third-party that needs fcntl: take it from everyone.
+        (True, ["flower_magic.core", "flower_magic.stores", "flower_magic.workflow", "flower_magic.testing"]),
+    ],
+)
+def test_every_module_imports_without_fcntl(tmp_path: Path, everyone: bool, prefixes: list[str]) -> None:
+    """Windows has no ``fcntl`` (nor ``termios``, ``pwd``...): every module imports without them, and none
+    even tries at import time. Guards issue 16: ``core/manifest.py`` imported ``fcntl`` at module level,
+    so the runtime could not be imported on Windows at all."""
+    log = tmp_path / "refused.log"
+    env = without_posix(dict(os.environ), log, everyone=everyone)
+    out = subprocess.run(
+        [sys.executable, "-c", IMPORT_ALL, *prefixes], capture_output=True, text=True, env=env, check=True
+    )
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    assert found["failed"] == {}
+    assert found["imported"] >= (50 if everyone else 70)
+    tried = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+    assert [line for line in tried if line.startswith("flower_magic")] == []

@@ -8,7 +8,9 @@ keeps its traceback. Messages come from the phrase tables (``core.words``), in t
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 from pathlib import Path
 
 from flower_magic.core.project import config_dir
@@ -171,10 +173,10 @@ def check_dir(role: str, path: Path, lang: str = "") -> None:
         raise PathError(role, path, reason, lang)
     if not os.access(here, os.W_OK | os.X_OK):
         raise PathError(role, path, say("reason_not_writable", lang), lang)
-    try:
-        read_only = bool(os.statvfs(here).f_flag & os.ST_RDONLY)
-    except (OSError, AttributeError):  # no statvfs (Windows): os.access above is all there is
-        read_only = False
+    read_only = False
+    if sys.platform != "win32":  # no statvfs on Windows: os.access above is all there is
+        with contextlib.suppress(OSError):
+            read_only = bool(os.statvfs(here).f_flag & os.ST_RDONLY)
     if read_only:
         raise PathError(role, path, say("reason_read_only", lang), lang)
 

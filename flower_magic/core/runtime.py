@@ -34,7 +34,7 @@ from flower_magic.core.errors import CredentialsError, ensure_dir, has_credentia
 from flower_magic.core.events import Event, Sink, normalize, session_id_of
 from flower_magic.core.foreign_writer import OtherWriters
 from flower_magic.core.handoff import HandoffPolicy
-from flower_magic.core.launcher import cli_launcher, disconnect
+from flower_magic.core.launcher import cli_launcher, disconnect, launcher_env, tie, watchdog_mode
 from flower_magic.core.project import config_dir, project_key
 from flower_magic.core.resilience import Resilience, classify, cli_retry_env, fatal_hint, quiet_sdk_reader
 from flower_magic.core.result import (
@@ -84,10 +84,12 @@ class Runtime:
         env: extra environment for the CLI.
         store: where transcripts go (``core.storage.RunStore``); default: ``<run_dir>/sessions.db``,
             pruned and trimmed on load (``flower_magic.stores.PruningSessionStore``).
+        lang: the language of what the runtime itself says ("" = ``FLOWER_LANG``, else zh).
 
     Raises:
         CredentialsError: no API key, token or Claude login is configured.
         PathError: the workspace or run dir cannot be created.
+        ValueError: ``FLOWER_WATCHDOG`` is set to something other than auto, portable or off.
     """
 
     INTERRUPTED = INTERRUPTED
@@ -108,9 +110,11 @@ class Runtime:
         handoff: HandoffPolicy | bool = True,
         env: dict[str, str] | None = None,
         store: RunStore | None = None,
+        lang: str = "",
     ) -> None:
         if not has_credentials({**os.environ, **(env or {})}):
             raise CredentialsError()
+        watchdog_mode()  # a FLOWER_WATCHDOG nobody can honour is said before anything is written
         rd = RunDir.at(workspace, run_dir)
         self.workspace = ensure_dir("workspace", rd.workspace)
         self.run_dir = ensure_dir("run dir", rd.path)
@@ -123,8 +127,10 @@ class Runtime:
         self.store: RunStore = store or default_store(
             rd.sessions_db, workspace=self.workspace, trim=trim, ephemeral=ephemeral, keep_denials=keep_denials
         )
+        self.lang = lang
         self.results: list[StepResult] = []
         self.run_id = manifest.new_run_id()
+        self._fs_noted = False
         self.on_session: Callable[[str], None] | None = None
         self._current: StepResult | None = None
         self._interrupt: str | None = None
@@ -269,6 +275,7 @@ class Runtime:
                 prompt was stored): they are sent then, ahead of ``prompt``. Without ``resume`` the
                 opening is ``prompt`` itself.
         """
+        self._note_network_fs(on_event)
         result = StepResult(step=step_name or spec.name, started_at=time.time())
         self._current = result
         self._loop = asyncio.get_running_loop()
@@ -349,6 +356,23 @@ class Runtime:
 
         await backfill(self.store, self.workspace, session_id, self.env)
         return self.has_session(session_id)
+
+    def _note_network_fs(self, on_event: Sink | None) -> None:
+        """Say once per runtime that the run dir is on a network filesystem, what that means, what to do."""
+        mount = getattr(self.store, "mount", None)
+        if self._fs_noted or mount is None or not mount.is_network:
+            return
+        self._fs_noted = True
+        from flower_magic.core.words import network_fs_line, pick_lang
+
+        try:
+            lang = pick_lang(self.lang)
+        except ValueError:
+            lang = "zh"
+        text = network_fs_line(self.run_dir, mount.fstype, mount.point, lang)
+        journal = getattr(self.store, "journal_mode", None)
+        payload = {"network_fs": mount.fstype, "mount_point": mount.point, "journal_mode": journal}
+        self._emit(on_event, Event("notice", text, payload=payload))
 
     def holds_prompt(self, session_id: str) -> bool:
         """The stored session already holds a prompt (its first entries are read, not the whole of it:
@@ -449,7 +473,7 @@ class Runtime:
             fork=plan.fork,
             resume_at=plan.resume_at,
             session_id=plan.session_id,
-            env=self.env,
+            env={**self.env, **launcher_env()},
             portable=self.portable,
             cli_path=cli_launcher(),
         )
@@ -471,6 +495,7 @@ class Runtime:
         client = ClaudeSDKClient(self._options(spec, plan))
         try:
             await client.connect()
+            tie(client)  # Windows: the CLI joins this process's kill-on-close job
             self._client = client
             if self._interrupt is not None and not self._writing_handoff:
                 # An interrupt that arrived while the CLI was starting: nothing to cut yet.

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import unicodedata
 from collections.abc import Mapping
-from pathlib import Path
+from pathlib import Path, PurePath, PureWindowsPath
 from typing import Any
 
 LANGS = ("zh", "en")
@@ -131,6 +131,11 @@ _TEXTS: dict[str, dict[str, str]] = {
         "both_task_and_body": "%%flower:诉求写在 %%flower 那一行或者单元格里,二选一",
         "bad_quotes": "%flower:读不懂这些参数:{error}",
         "unreadable_next": "! {what} 用不了({why}):这次运行会把它另存一份,再从头开始",
+        "network_fs": "! {run_dir} 在网络文件系统上({fstype})。flower 在这里用回滚日志(rollback journal)而不是 WAL 写 "
+        "sessions.db:写得慢一些,别的电脑上读它的人要等写完;这里的文件锁也可能管不到别的电脑,两台电脑同时在这个运行"
+        "目录里跑 flower 不会被拦住。想避开这些:用 -r 把运行目录放到本机自己的磁盘上(不在 {point} 下面)。",
+        "bad_watchdog": "FLOWER_WATCHDOG={value} 不认识,可选:{choices}。"
+        "不设它(auto)就好,或者设 FLOWER_WATCHDOG=portable",
     },
     "en": {
         "wake_head": "<- picking up in {where}",
@@ -249,6 +254,13 @@ _TEXTS: dict[str, dict[str, str]] = {
         "both_task_and_body": "%%flower: put the task either on the %%flower line or in the cell body, not both",
         "bad_quotes": "%flower: cannot read the arguments: {error}",
         "unreadable_next": "! {what} cannot be used ({why}): this run keeps it aside and starts fresh",
+        "network_fs": "! {run_dir} is on a network filesystem ({fstype}). flower keeps sessions.db there with a "
+        "rollback journal instead of WAL: writes are slower, and a reader on another computer waits while one is "
+        "written. File locks there may not reach other computers either, so two computers running flower in this "
+        "run dir at once are not kept apart. To avoid both, keep the run dir on this computer's own disk: -r with a "
+        "folder that is not under {point}.",
+        "bad_watchdog": "FLOWER_WATCHDOG={value} is not one of {choices}; unset it (auto) or set e.g. "
+        "FLOWER_WATCHDOG=portable",
     },
 }
 
@@ -291,10 +303,24 @@ def human_elapsed(seconds: float) -> str:
 def short_path(path: str | Path, home: str | None = None) -> str:
     """``~/x/y`` for a path under the home directory, else the absolute path."""
     text = str(Path(path).expanduser().resolve())
-    home = home if home is not None else os.path.expanduser("~")
-    if home and home != "/" and (text == home or text.startswith(home.rstrip("/") + "/")):
-        return "~/" + text[len(home.rstrip("/")) + 1 :] if text != home else "~"
-    return text
+    return tilde(text, home if home is not None else os.path.expanduser("~"), PurePath)
+
+
+def tilde(text: str, home: str, kind: type[PurePath] = PurePath) -> str:
+    """``text`` with the home directory shown as ``~`` (``~\\x`` on Windows); as it is elsewhere.
+
+    ``kind`` is the path flavour (``PureWindowsPath``: drive letters and backslashes, any case).
+    """
+    path, root = kind(text), kind(home) if home else None
+    if root is None or root == kind(root.anchor):
+        return text  # no home, or a home at the root of a drive: every path would be "under" it
+    if path == root:
+        return "~"
+    try:
+        rest = path.relative_to(root)
+    except ValueError:
+        return text
+    return "~" + ("\\" if isinstance(path, PureWindowsPath) else "/") + str(rest)
 
 
 def cols(text: str) -> int:
@@ -351,3 +377,9 @@ def session_busy_line(session_id: str, path: Path, *, pids: tuple[int, ...], wai
     """The error when someone else kept writing the session: the step stopped instead of resuming."""
     who, stop = _writer_words(path, pids, lang)
     return say("session_busy", lang, sid=session_id, who=who, wait=wait_words(waited_s, lang), stop=stop)
+
+
+def network_fs_line(run_dir: str | Path, fstype: str, point: str, lang: str = "zh") -> str:
+    """The one notice a run in a run dir on a network filesystem gives: what flower does there and why,
+    and how to avoid it."""
+    return say("network_fs", lang, run_dir=run_dir, fstype=fstype, point=point or run_dir)

@@ -222,6 +222,8 @@ class RunState:
             self._tool_result(ev, p, sub)
         elif kind == "retry":
             self._say("warn", "~ " + clip(ev.text, 600))
+        elif kind == "notice":
+            self._say("warn", clip(ev.text, 1000))
         elif kind == "error":
             self._say("bad", "! " + clip(ev.text, 600))
         elif kind == "handoff":

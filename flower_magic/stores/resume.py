@@ -9,6 +9,9 @@ Guarantees:
       one in-place change it makes is to re-point a stored link that names an entry which never
       existed in the store (stores/chain.py), so the chain is walkable by every reader.
     - ``append()`` stores links to the copy's own made-up entries as links to the real ones.
+    - One workspace, one key: where the SDK's ``project_key`` for the workspace differs from Claude
+      Code's (a path with an emoji; ``core.project``), a key the SDK computed is read and written as
+      Claude Code's, under which the mirror stores every entry.
 """
 
 from __future__ import annotations
@@ -20,13 +23,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from flower_magic.core.project import project_key, sdk_project_key
 from flower_magic.stores.chain import Relink, repair, to_stored
 from flower_magic.stores.prune import Entry, PrunePolicy, prune
 from flower_magic.stores.rows import ENCODER
 from flower_magic.stores.sqlite import SqliteSessionStore, store_key
 
 if TYPE_CHECKING:
-    from claude_agent_sdk.types import SessionKey, SessionStoreEntry
+    from claude_agent_sdk.types import (
+        SessionKey,
+        SessionListSubkeysKey,
+        SessionStoreEntry,
+        SessionStoreListEntry,
+        SessionSummaryEntry,
+    )
 
 
 @dataclass
@@ -122,9 +132,20 @@ class PruningSessionStore(SqliteSessionStore):
         self.ephemeral_policy = ephemeral
         self.prune_policy = prune or PrunePolicy(keep_denials=keep_denials)
         self.last_report: dict[str, Any] = {}
+        sdk_key, cli_key = sdk_project_key(self.workspace), project_key(self.workspace)
+        # The SDK's resume asks under its own key; the entries are under Claude Code's.
+        self._aliases = {sdk_key: cli_key} if sdk_key != cli_key else {}
+
+    def _own(self, project: str) -> str:
+        return self._aliases.get(project, project)
+
+    def _own_key(self, key: SessionKey) -> SessionKey:
+        project = self._own(key["project_key"])
+        return key if project == key["project_key"] else cast("SessionKey", {**key, "project_key": project})
 
     async def load(self, key: SessionKey) -> list[SessionStoreEntry] | None:
         """The session as a resume must see it (see ``resume_view``); None for an unknown key."""
+        key = self._own_key(key)
         stored = await super().load(key)
         if stored is None:
             return None
@@ -149,7 +170,20 @@ class PruningSessionStore(SqliteSessionStore):
     async def append(self, key: SessionKey, entries: list[SessionStoreEntry]) -> None:
         """Store a batch, with links to the resume copy's own entries re-pointed to real ones."""
         fixed = to_stored(cast("list[Entry]", entries))
-        await super().append(key, cast("list[SessionStoreEntry]", fixed))
+        await super().append(self._own_key(key), cast("list[SessionStoreEntry]", fixed))
+
+    async def delete(self, key: SessionKey) -> None:
+        await super().delete(self._own_key(key))
+
+    async def list_subkeys(self, key: SessionListSubkeysKey) -> list[str]:
+        project = self._own(key["project_key"])
+        return await super().list_subkeys(cast("SessionListSubkeysKey", {**key, "project_key": project}))
+
+    async def list_sessions(self, project_key: str) -> list[SessionStoreListEntry]:
+        return await super().list_sessions(self._own(project_key))
+
+    async def list_session_summaries(self, project_key: str) -> list[SessionSummaryEntry]:
+        return await super().list_session_summaries(self._own(project_key))
 
     def _relink_stored(self, key: SessionKey, relinks: list[Relink]) -> None:
         """Rewrite the named link of stored entries (by uuid); the only in-place change the store makes."""

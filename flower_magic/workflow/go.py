@@ -9,6 +9,7 @@ anything is written (a second run on the same directory is refused there); ``mak
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -143,6 +144,14 @@ class GoOptions:
             raise TaskTooBig(size, limit, window, lang)
         rd = RunDir.at(self.workspace, self.run_dir)
         self.workspace, self.run_dir = rd.workspace, rd.path
+        from flower_magic.core.launcher import WATCHDOG_ENV, WATCHDOG_MODES, watchdog_mode
+
+        try:
+            watchdog_mode()
+        except ValueError:
+            choices = ", ".join(WATCHDOG_MODES)
+            value = os.environ.get(WATCHDOG_ENV, "")
+            raise GoError(say("bad_watchdog", lang, value=repr(value), choices=choices)) from None
         return self
 
     @property
@@ -210,7 +219,7 @@ def make_runtime(opts: GoOptions, **kw: Any) -> Any:
 
     rd = opts.rundir
     store = PruningSessionStore(rd.sessions_db, workspace=rd.workspace, trim=opts.trim)
-    rt = Runtime(workspace=rd.workspace, run_dir=rd.path, handoff=handoff, store=store, **kw)
+    rt = Runtime(workspace=rd.workspace, run_dir=rd.path, handoff=handoff, store=store, lang=opts.lang, **kw)
     rt.other_writers = OtherWriters(lang=opts.lang)
     return rt
 
