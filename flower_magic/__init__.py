@@ -20,7 +20,7 @@ _LAZY = {
     "Step": "flower_magic.workflow.base",
     "Workflow": "flower_magic.workflow.base",
     "Lineage": "flower_magic.core.lineage",
-    "wake_state": "flower_magic.core.wake",
+    "wake_state": "flower_magic.core.rundir",
 }
 
 __all__ = [
@@ -39,8 +39,8 @@ __all__ = [
 if TYPE_CHECKING:
     from flower_magic.core.agent import AgentSpec
     from flower_magic.core.lineage import Lineage
+    from flower_magic.core.rundir import wake_state
     from flower_magic.core.runtime import Runtime, StepResult
-    from flower_magic.core.wake import wake_state
     from flower_magic.workflow.base import Step, Workflow
 
 
@@ -48,6 +48,9 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'flower_magic' has no attribute {name!r}")
+    if name == "Runtime":
+        # The default store (sessions.db, pruned on load) registers itself; core does not import it.
+        importlib.import_module("flower_magic.stores")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from flower_magic.core.errors import FlowerError
+from flower_magic.core.rundir import Snapshot
+from flower_magic.core.words import say
 from flower_magic.terminal import TerminalView
 from flower_magic.workflow.go import (
     DEFAULT_ROUNDS,
@@ -33,8 +35,9 @@ from flower_magic.workflow.go import (
     build,
     hold_run_dir,
     make_runtime,
+    snapshot,
 )
-from flower_magic.workflow.phrases import explain_error, plain, problem_line, say, total_line, wake_banner
+from flower_magic.workflow.phrases import explain_error, plain, problem_line, total_line, wake_banner
 from flower_magic.workflow.starter import NEW_CMD, NoTaskError, unfinished_clarification
 
 
@@ -44,7 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("task", nargs="*", help="what to do, or what to add at wake (omit to continue)")
     p.add_argument("-w", "--workspace", default=".", help="the agent's directory (default: .)")
-    p.add_argument("-r", "--run-dir", default="runs", help="sessions, manifest and lineage (default: runs)")
+    p.add_argument(
+        "-r", "--run-dir", default=None, help="sessions, manifest and lineage (default: runs; relative = under -w)"
+    )
     p.add_argument("--new", action="store_true", help="archive the previous brief, goals and lineage; start fresh")
     p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="judged work rounds in this wake (default 3)")
     p.add_argument("--no-goal", action="store_true", help="no goal step and no judge")
@@ -64,7 +69,7 @@ def options_from(args: argparse.Namespace) -> GoOptions:
     return GoOptions(
         task=" ".join(args.task),
         workspace=Path(args.workspace),
-        run_dir=Path(args.run_dir),
+        run_dir=Path(args.run_dir) if args.run_dir else None,
         new=args.new,
         rounds=args.rounds,
         goal=not args.no_goal,
@@ -176,7 +181,12 @@ async def _drive(opts: GoOptions, view: TerminalView, console: _Console) -> int:
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
 
-    restore = {s: signal.signal(s, on_term) for s in (signal.SIGHUP, signal.SIGTERM)}
+    # A closed terminal: SIGHUP on POSIX, the console's Ctrl-Break / close event on Windows.
+    if sys.platform == "win32":
+        ends = (signal.SIGBREAK, signal.SIGTERM)
+    else:
+        ends = (signal.SIGHUP, signal.SIGTERM)
+    restore = {s: signal.signal(s, on_term) for s in ends}
     try:
         ctx = await starter.workflow.run(rt, on_event=view, on_step=view.on_step)
     finally:
@@ -208,11 +218,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except GoError as exc:
         parser.error(str(exc))
-    from flower_magic.core.wake import wake_facts
-
-    facts = wake_facts(opts.workspace, run_dir=opts.run_dir)
+    try:
+        opts.preflight()
+    except FlowerError as exc:
+        print(f"flower: {exc}", file=sys.stderr)
+        return 1
+    facts = snapshot(opts.rundir)
     if not opts.task:
-        resumable = bool(facts["waking"]) or unfinished_clarification(opts.workspace, opts.run_dir)
+        resumable = facts.waking or unfinished_clarification(opts.workspace, opts.run_dir)
         _ask_first(opts, resumable)
         if not opts.task and not opts.new and not resumable:
             # Nothing to do in a fresh directory: say so before the run lock creates the run dir.
@@ -229,10 +242,10 @@ def main(argv: list[str] | None = None) -> int:
         lock.release()
 
 
-def _run_held(opts: GoOptions, facts: dict[str, Any]) -> int:
+def _run_held(opts: GoOptions, facts: Snapshot) -> int:
     """The run itself, with the run dir's lock held."""
     view = TerminalView(opts.lang, verbose=opts.verbose)
-    if facts["waking"] and not opts.new:
+    if facts.waking and not opts.new:
         view.line(wake_banner(facts, opts.lang))
         problem = problem_line(facts, opts.lang)
         if problem:

@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import atexit
 import contextlib
+import logging
 import os
 import threading
 import weakref
@@ -37,8 +38,12 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.utils.process import arg_split  # type: ignore[attr-defined]  # public, not re-exported
 from traitlets import Bool, Float, Int, Unicode
 
+from flower_magic.core.errors import FlowerError
+from flower_magic.core.rundir import DEFAULT_RUN_DIR
+from flower_magic.core.words import pick_lang_or_default, say
 from flower_magic.workflow.go import DEFAULT_ROUNDS, GoError, GoOptions
 
+log = logging.getLogger(__name__)
 JOIN_POLL_S = 0.1  # how often the cell's thread looks for questions while the run goes
 WIND_DOWN_S = 30.0  # after an Interrupt: how long to wait for the agent to stop cleanly
 _LIVE_RUNTIMES: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -122,25 +127,27 @@ class FlowerMagics(Magics):
 
     # -- arguments ----------------------------------------------------------------------------------
 
+    def _lang(self, asked: str | None = None) -> str:
+        """The language for a line said before the options are checked."""
+        return pick_lang_or_default(asked or self.lang)
+
     def _options(self, line: str, cell: str | None) -> tuple[GoOptions, bool]:
         try:
             # Shell-like words, quotes removed: %flower "a task" gives the task a task, not '"a task"'.
             argv = arg_split(line, posix=True, strict=True)
         except ValueError as exc:  # unbalanced quotes
-            raise UsageError(f"%flower: cannot read the arguments: {exc}") from None
+            raise UsageError(say("bad_quotes", self._lang(), error=exc)) from None
         args = self.flower.parser.parse_args(argv)
         words = " ".join(args.task).strip()
         if cell is not None:
             body = cell.strip()
             if words and body:
-                raise UsageError("%%flower: put the task either on the %%flower line or in the cell body, not both")
+                raise UsageError(say("both_task_and_body", self._lang(args.lang)))
             words = body
-        ws = notebook_dir(self.shell)
-        run_dir = Path(args.run_dir or self.run_dir or "runs").expanduser()
         opts = GoOptions(
             task=words,
-            workspace=ws,
-            run_dir=run_dir if run_dir.is_absolute() else ws / run_dir,
+            workspace=notebook_dir(self.shell),
+            run_dir=Path(args.run_dir or self.run_dir or DEFAULT_RUN_DIR),
             new=args.new,
             rounds=self.rounds if args.rounds is None else args.rounds,
             goal=not args.no_goal,
@@ -208,14 +215,18 @@ class FlowerMagics(Magics):
         from IPython.display import display
 
         from flower_magic.core import manifest
-        from flower_magic.core.wake import wake_facts
+        from flower_magic.core.goal import Goal
         from flower_magic.display import status_bundle
-        from flower_magic.workflow.goal import Goal
+        from flower_magic.workflow.go import snapshot
         from flower_magic.workflow.judge import check_marks, last_verdict
 
-        facts = wake_facts(opts.workspace, run_dir=opts.run_dir)
-        goal = Goal.load(facts["goal"])
-        rows = manifest.read_rows(opts.run_dir)
+        try:
+            opts.preflight(run=False)
+        except FlowerError as exc:
+            raise UsageError(str(exc)) from None
+        facts = snapshot(opts.rundir)
+        goal = Goal.load(facts.goal)
+        rows = manifest.read_rows(opts.rundir.path)
         verdict = last_verdict(rows)
         checks = list(goal.checks) if goal else []
         marks = check_marks(checks, verdict) if verdict is not None else None
@@ -224,27 +235,23 @@ class FlowerMagics(Magics):
     # -- a run ----------------------------------------------------------------------------------------
 
     def _run(self, opts: GoOptions) -> None:
-        from flower_magic.core.errors import has_credentials
-        from flower_magic.core.wake import wake_facts
-        from flower_magic.workflow.phrases import say
+        from flower_magic.workflow.go import snapshot
         from flower_magic.workflow.starter import unfinished_clarification
 
-        facts = wake_facts(opts.workspace, run_dir=opts.run_dir)
-        waking = bool(facts["waking"]) and not opts.new
+        try:
+            opts.preflight()
+        except FlowerError as exc:
+            raise UsageError(str(exc)) from None
+        facts = snapshot(opts.rundir)
+        waking = facts.waking and not opts.new
         resumable = waking or (not opts.new and unfinished_clarification(opts.workspace, opts.run_dir))
         if not opts.task and not resumable:
             raise UsageError(say("need_ask", opts.lang))
-        if not has_credentials():
-            raise UsageError(
-                "No Anthropic credentials: set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN with ANTHROPIC_BASE_URL), "
-                "e.g. %env ANTHROPIC_API_KEY=..., or log in with `claude login`."
-            )
-        from flower_magic.core.errors import FlowerError
+        from flower_magic.core.goal import Goal
         from flower_magic.display import RunView
         from flower_magic.workflow.go import build, hold_run_dir, make_runtime
-        from flower_magic.workflow.goal import Goal
 
-        goal = Goal.load(facts["goal"])
+        goal = Goal.load(facts.goal)
         kernel = getattr(self.shell, "kernel", None)
         view = RunView(
             opts.lang,
@@ -351,24 +358,22 @@ def load(ipython: Any) -> None:
     atexit.register(_rescue_all)
     with contextlib.suppress(Exception):
         ipython.observe(_on_exit_now, names="exit_now")
+    magics = ipython.magics_manager.registry.get("FlowerMagics")
     try:
-        from flower_magic.core.wake import wake_facts
+        from flower_magic.core.rundir import RunDir
+        from flower_magic.workflow.go import snapshot
 
-        ws = notebook_dir(ipython)
-        facts = wake_facts(ws, run_dir=ws / "runs")
-    except Exception:
+        # The same run dir a %flower in this notebook would use (%config FlowerMagics.run_dir included).
+        facts = snapshot(RunDir.at(notebook_dir(ipython), getattr(magics, "run_dir", "") or None))
+    except (OSError, ValueError):
+        log.warning("could not read what this notebook's directory remembers", exc_info=True)
         return
-    if facts.get("waking"):
+    if facts.waking:
         from IPython.display import display
 
         from flower_magic.display import banner_bundle
-        from flower_magic.workflow.phrases import pick_lang
 
-        try:
-            lang = pick_lang()
-        except ValueError:
-            lang = "zh"
-        display(banner_bundle(facts, lang, hint=True), raw=True)
+        display(banner_bundle(facts, pick_lang_or_default(getattr(magics, "lang", "")), hint=True), raw=True)
 
 
 def unload(ipython: Any) -> None:

@@ -16,13 +16,13 @@ import time
 from typing import Any, TextIO
 
 from flower_magic.core.events import Event
+from flower_magic.core.words import say
 from flower_magic.workflow.phrases import (
     Line,
     handoff_block,
     handoff_notice,
     result_line,
     round_header,
-    say,
     status_line,
     step_header,
 )
@@ -122,6 +122,8 @@ class TerminalView:
                 self.say("bad" if p.get("is_error") else "dim", pad + "  -> " + sanitize(ev.text)[:300])
         elif ev.kind == "retry":
             self.say("warn", "~ " + sanitize(ev.text))
+        elif ev.kind == "notice":
+            self.say("warn", sanitize(ev.text))
         elif ev.kind == "error":
             self.say("bad", "! " + sanitize(ev.text))
         elif ev.kind == "handoff":

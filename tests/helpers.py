@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +29,17 @@ def run_script(script: Path, *, cwd: Path, env: dict[str, str], timeout: float =
         raise AssertionError(f"{script.name} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
     last = proc.stdout.strip().splitlines()[-1]
     return dict(json.loads(last))
+
+
+NO_POSIX = Path(__file__).with_name("no_posix")  # its sitecustomize.py takes fcntl & co. away from flower_magic
+
+
+def without_posix(env: dict[str, str], log: Path, *, everyone: bool = False) -> dict[str, str]:
+    """``env`` for a Python process in which flower_magic's code cannot import ``fcntl`` or any other
+    POSIX-only module (``tests/no_posix/sitecustomize.py``); each refusal is written to ``log``."""
+    path = os.pathsep.join(p for p in (str(NO_POSIX), env.get("PYTHONPATH", "")) if p)
+    extra = {"PYTHONPATH": path, "NO_POSIX_LOG": str(log)}
+    return {**env, **extra, **({"NO_POSIX_FOR": "everyone"} if everyone else {})}
 
 
 def wait_until(happened: Callable[[], object], what: str, *, give_up_s: float = 60) -> None:
@@ -119,3 +131,122 @@ class LockHolder:
         self.proc.__exit__(None, None, None)  # closes the pipes and waits
         with contextlib.suppress(OSError, TypeError):
             os.kill(self.child, 9)  # type: ignore[arg-type]
+
+
+def running_in(workspace: Path, needle: str) -> bool:
+    """A process whose working directory is ``workspace`` and whose command line holds ``needle`` is
+    alive (Linux /proc): how a test knows a tool call is running, rather than sleeping and hoping."""
+    import os
+
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if Path(os.readlink(proc / "cwd")) != workspace.resolve():
+                continue
+            if needle.encode() in (proc / "cmdline").read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
+
+
+WALK_CHILD = Path(__file__).with_name("walk_child.py")  # runs what `flower` runs, printing every event
+
+
+class FlowChild:
+    """``tests/walk_child.py`` (the ``flower`` workflow) in its own process; its events, read on a thread."""
+
+    def __init__(self, ws: Path, env: dict[str, str], *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(WALK_CHILD), *args],
+            cwd=ws,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.events: list[dict[str, Any]] = []
+        self.err = ""
+        self._out = threading.Thread(target=self._read, daemon=True)
+        self._err = threading.Thread(target=self._read_err, daemon=True)
+        self._out.start()
+        self._err.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with contextlib.suppress(ValueError):
+                self.events.append(json.loads(line))
+
+    def _read_err(self) -> None:
+        assert self.proc.stderr is not None
+        self.err = self.proc.stderr.read()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def in_step(self, step: str, kind: str) -> bool:
+        """An event of ``kind`` has come while ``step`` (a step name prefix) was running."""
+        current = ""
+        for event in list(self.events):
+            if event.get("kind") == "step":
+                current = str(event.get("text", ""))
+            elif event.get("kind") == kind and current.startswith(step):
+                return True
+        return False
+
+    def wait_for(self, happened: Callable[[], object], what: str, *, give_up_s: float = 120) -> None:
+        wait_until(lambda: happened() or self.proc.poll() is not None, what, give_up_s=give_up_s)
+        if not happened():
+            raise AssertionError(f"the run ended (rc {self.proc.returncode}) before {what}:\n{self.err[-2000:]}")
+
+    def wait(self, timeout: float = 240) -> int:
+        rc = self.proc.wait(timeout=timeout)
+        self._out.join(timeout=30)
+        self._err.join(timeout=30)
+        return rc
+
+    def __enter__(self) -> FlowChild:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.wait()
+        self.proc.__exit__(None, None, None)
+
+
+def claude_processes(workspace: Path) -> dict[int, int]:
+    """Live Claude Code CLI processes (the bundled binary) working in ``workspace``: pid -> parent pid."""
+    found: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if Path(os.readlink(entry / "cwd")) != workspace:
+                continue
+            argv0 = (entry / "cmdline").read_bytes().split(b"\0")[0]
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if argv0.endswith(b"/claude") and stat[0] != "Z":
+            found[int(entry.name)] = int(stat[1])
+    return found
+
+
+def command_line(pid: int) -> str:
+    """The argv of ``pid`` joined by spaces ("" once it is gone)."""
+    try:
+        return (Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def is_running(pid: int) -> bool:
+    """``pid`` exists and is not a zombie (Linux /proc)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False

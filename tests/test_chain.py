@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flower_magic.stores.chain import dangling, is_made_up, made_up_id, repair, stands_for, to_stored
+from flower_magic.core.entries import is_made_up, made_up_id, stands_for
+from flower_magic.stores.chain import dangling, repair, to_stored
 from flower_magic.stores.resume import PruningSessionStore, resume_view
 from flower_magic.stores.sqlite import SqliteSessionStore
 from tests.test_prune import Transcript, transcripts

@@ -22,15 +22,15 @@ from typing import Any
 import pytest
 
 from flower_magic.core import manifest
+from flower_magic.core.brief import Brief
+from flower_magic.core.goal import Goal
 from flower_magic.core.human import TIMEOUT_TEXT
 from flower_magic.core.project import project_key
+from flower_magic.core.words import say
 from flower_magic.stores.sqlite import SqliteSessionStore
 from flower_magic.testing import FakeAnthropic, Request, hang, text, tool_use
 from flower_magic.testing.roles import as_role, role_of
-from flower_magic.workflow.brief import Brief
 from flower_magic.workflow.clarify import CLARIFY_RESUME
-from flower_magic.workflow.goal import Goal
-from flower_magic.workflow.phrases import say
 from flower_magic.workflow.starter import WAKE_NOTHING_SAID
 from tests.helpers import wait_until
 
@@ -333,7 +333,7 @@ def test_start_wake_phrase_and_new(fake_api: FakeAnthropic, child_env: dict[str,
     assert_clean_exit(done)
     assert "接上上次" not in done.out and "接上次" not in done.out
     (archive,) = (notes(ws) / "archive").iterdir()
-    assert sorted(p.name for p in archive.iterdir()) == sorted(["lineage.json", "需求.md", "目标.md"])
+    assert sorted(p.name for p in archive.iterdir()) == sorted(["lineage.json", "诉求.md", "需求.md", "目标.md"])
     assert json.loads((archive / "lineage.json").read_text(encoding="utf-8")) == old_lineage
     assert (archive / "需求.md").read_text(encoding="utf-8") == appended
     assert Goal.load(archive / "目标.md") == Goal.parse(GOAL_Y)
@@ -566,8 +566,6 @@ def test_unknown_flag_prints_usage(fake_api: FakeAnthropic, child_env: dict[str,
         (("--window", "0"), "0"),
         (("--window", "-5"), "-5"),
         (("--lang", "xx"), "'xx'"),
-        (("-r", "a-file"), "a-file"),
-        (("-w", "a-file"), "a-file"),
     ],
 )
 def test_bad_values_touch_nothing(
@@ -580,6 +578,21 @@ def test_bad_values_touch_nothing(
     errors = [line for line in done.err.splitlines() if line.startswith("flower: error:")]
     assert len(errors) == 1 and offending in errors[0]
     assert [p.name for p in workspace.iterdir()] == ["a-file"]
+    assert fake_api.requests == []
+
+
+@pytest.mark.parametrize(("flag", "role"), [("-r", "运行目录"), ("-w", "工作区")])
+def test_a_file_where_a_folder_belongs_touches_nothing(
+    fake_api: FakeAnthropic, child_env: dict[str, str], workspace: Path, flag: str, role: str
+) -> None:
+    """The flags parse; the directory named is a file. One line names it and its role, exit 1, nothing written."""
+    (workspace / "a-file").write_text("not a folder", encoding="utf-8")
+    done = flower(workspace, child_env, flag, "a-file", "写个脚本", devnull=True)
+    assert done.rc == 1 and done.out == ""
+    [line] = done.err.splitlines()
+    assert line.startswith("flower: ") and "a-file" in line and role in line and "Traceback" not in line
+    assert [p.name for p in workspace.iterdir()] == ["a-file"]
+    assert (workspace / "a-file").read_text(encoding="utf-8") == "not a folder"
     assert fake_api.requests == []
 
 

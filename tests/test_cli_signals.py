@@ -16,7 +16,7 @@ import pytest
 from flower_magic.core.result import INTERRUPT_NOTE
 from flower_magic.testing import FakeAnthropic, Request, text, tool_use
 from flower_magic.testing.roles import as_role, role_of
-from tests.helpers import wait_until
+from tests.helpers import running_in, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -136,7 +136,7 @@ def test_sigterm_records_the_step_in_flight(
         stderr=subprocess.DEVNULL,
     ) as proc:
         wait_until(lambda: _workers(fake_api), "the work step's first request")
-        time.sleep(1.5)
+        wait_until(lambda: running_in(workspace, "time.sleep(120)"), "the worker's tool call running")
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == -signal.SIGTERM
     rows = json.loads((workspace / "runs" / "manifest.json").read_text(encoding="utf-8"))

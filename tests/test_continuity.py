@@ -190,9 +190,9 @@ def test_a_phrase_written_down_by_a_run_that_died_reaches_the_worker_and_the_goa
 ) -> None:
     """A wake phrase is appended to 需求.md first; a run killed right after that used to leave it on
     disk only: the next plain wake resumed the worker with "carry on" and kept the old goals."""
-    from flower_magic.core.wake import BRIEF_NAME, notes_dir
+    from flower_magic.core.brief import WAKE_LABEL, append_section
+    from flower_magic.core.rundir import BRIEF_NAME, notes_dir
     from flower_magic.testing.roles import role_of
-    from flower_magic.workflow.brief import WAKE_LABEL, append_section
     from tests.test_cli_child_kill import ACHIEVED, BRIEF, GOAL
 
     def model(request: object) -> object:

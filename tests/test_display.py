@@ -17,12 +17,15 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 import pytest
 
 import flower_magic.display as display
 from flower_magic.core.events import Event
+from flower_magic.core.rundir import RunDir, Snapshot
+from flower_magic.core.words import tilde
 from flower_magic.display import RunView, banner_bundle, status_bundle
 from flower_magic.display.log import RunLog
 from flower_magic.display.run import WIDGET_MIME, pick_mode
@@ -33,14 +36,15 @@ from flower_magic.workflow.phrases import plain, result_line, step_header, wake_
 SCRIPT = "<script>alert(1)</script>"
 IMG = "<img src=x onerror=alert(1)>"
 EVIL = f"a {SCRIPT} b {IMG} c"
-FACTS = {
-    "workspace": "/tmp/flower-demo",
-    "waking": True,
-    "checks": 15,
-    "woke": 2,
-    "work_context": 80200,
-    "problem": None,
-}
+
+
+def facts_at(workspace: str = "/tmp/flower-demo", **kw: Any) -> Snapshot:
+    """What a run dir at ``workspace`` holds: a confirmed brief, 15 checks, woke twice, 80.2K context."""
+    fields: dict[str, Any] = {"waking": True, "checks": 15, "woke": 2, "work_context": 80200, **kw}
+    return Snapshot(RunDir(Path(workspace), Path(workspace) / "runs"), **fields)
+
+
+FACTS = facts_at()
 CHECKS = ["pytest 全绿", "README 写了安装步骤", "GPU 上跑通 [此环境无法验证:没有 GPU]"]
 HOUR_S = 3600.0  # a render interval no test outlasts: renders happen only when the test asks
 
@@ -106,6 +110,7 @@ def feed_everything(v: RunView, text: str = EVIL) -> None:
     s(Event("tool_result", text, payload={"tool_use_id": "t1", "is_error": False}))
     s(Event("tool_result", text, payload={"tool_use_id": "t1", "is_error": True}))
     s(Event("retry", text, payload={"step": "干活", "attempt": 1}))
+    s(Event("notice", text, payload={"network_fs": "nfs4", "mount_point": text}))
     s(Event("error", text))
     s(Event("handoff", text, payload={"phase": "near", "context": 1, "window": 2}))
     sections = {"doing": text, "decided": text, "deadends": text, "next": text}
@@ -144,16 +149,16 @@ def test_banner_bundle_says_what_the_terminal_says() -> None:
 
 
 def test_banner_bundle_problem_line_and_hint() -> None:
-    facts = dict(FACTS, problem="bad json", set_aside_as="lineage.json.unreadable-1")
+    facts = facts_at(problem="bad json")
     zh = banner_bundle(facts, "zh", hint=True)
-    assert "lineage.json 读不了,已另存为 lineage.json.unreadable-1" in zh["text/plain"]
+    assert "lineage.json 用不了(bad json):这次运行会把它另存一份,再从头开始" in zh["text/plain"]
     assert "%flower 接着做" in zh["text/plain"]
-    assert "lineage.json was unreadable" in banner_bundle(facts, "en")["text/plain"]
+    assert "lineage.json cannot be used (bad json)" in banner_bundle(facts, "en")["text/plain"]
     assert "%flower" not in banner_bundle(FACTS, "zh")["text/plain"]
 
 
 def test_banner_bundle_escapes_the_workspace_path() -> None:
-    bundle = banner_bundle(dict(FACTS, workspace=f"/tmp/{SCRIPT}"), "zh")
+    bundle = banner_bundle(facts_at(f"/tmp/{SCRIPT}"), "zh")
     assert_safe(bundle["text/html"], expect_evil=False)
     assert std_html.escape(SCRIPT) in bundle["text/html"]
 
@@ -200,7 +205,7 @@ def test_status_bundle_shows_only_the_newest_rows_but_totals_all() -> None:
 
 
 def test_status_bundle_fresh_directory_and_empty_manifest() -> None:
-    fresh = dict(FACTS, waking=False, checks=0, woke=0)
+    fresh = facts_at(waking=False, checks=0, woke=0)
     zh = status_bundle(fresh, [], None, [], "zh")["text/plain"]
     assert "还没有确认过的需求" in zh and "manifest.json 里还没有记录" in zh
     assert "接上上次" not in zh
@@ -221,7 +226,7 @@ def test_status_bundle_survives_junk_rows() -> None:
 def test_status_bundle_escapes_rows_checks_and_paths() -> None:
     rows = [row(EVIL, ok=False, error=EVIL), row("干活")]
     verdict = [{"check": EVIL, "passed": False}]
-    bundle = status_bundle(dict(FACTS, workspace=f"/tmp/{IMG}"), [EVIL], verdict, rows, "zh")
+    bundle = status_bundle(facts_at(f"/tmp/{IMG}"), [EVIL], verdict, rows, "zh")
     assert_safe(bundle["text/html"])
 
 
@@ -230,7 +235,7 @@ def test_status_bundle_escapes_rows_checks_and_paths() -> None:
 
 def test_run_view_escapes_agent_text_everywhere() -> None:
     """Agent text with <script> and <img onerror> shows as text in every part of every rendering."""
-    v = view(banner_facts=dict(FACTS, workspace=f"/tmp/{IMG}"), goal_checks=[EVIL], rounds=3, verbose=True)
+    v = view(banner_facts=facts_at(f"/tmp/{IMG}"), goal_checks=[EVIL], rounds=3, verbose=True)
     feed_everything(v)
     v.set_goal_checks([EVIL, CHECKS[0]])
     live = v._repr_mimebundle_()
@@ -848,3 +853,35 @@ def test_in_a_real_kernel_without_a_person_the_view_is_a_display_handle(kernel: 
     assert set(shown["data"]) == {"text/html", "text/plain"}
     assert len(by_type["update_display_data"]) >= 2  # at least one live update, then the final one
     _assert_final_is_static(by_type, shown)
+
+
+@pytest.mark.parametrize(
+    ("path", "home", "kind", "shown"),
+    [
+        ("/home/jane doe/数据 清洗 🌻 with spaces", "/home/jane doe", PurePosixPath, "~/数据 清洗 🌻 with spaces"),
+        ("/home/jane doe", "/home/jane doe", PurePosixPath, "~"),
+        ("/home/jane doe2/x", "/home/jane doe", PurePosixPath, "/home/jane doe2/x"),  # a prefix is not a parent
+        ("/srv/x", "/", PurePosixPath, "/srv/x"),
+        (r"C:\Users\Jane Doe\数据 清洗 🌻", r"c:\users\jane doe", PureWindowsPath, "~\\数据 清洗 🌻"),
+        (r"D:\work\x", r"C:\Users\Jane Doe", PureWindowsPath, r"D:\work\x"),
+        (r"C:\work", "C:\\", PureWindowsPath, r"C:\work"),
+    ],
+)
+def test_the_banner_shows_the_home_as_a_tilde_on_every_platform(path: str, home: str, kind: type, shown: str) -> None:
+    """Drive letters and backslashes (any case) as well as spaces and CJK in a home directory."""
+    assert tilde(path, home, kind) == shown
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_the_network_filesystem_notice_shows_in_the_notebook_and_the_terminal(lang: str) -> None:
+    """What it means and what to do instead, in one line, as it came (issue 16, build item 3)."""
+    from flower_magic.core.words import network_fs_line
+
+    line = network_fs_line("/home/jane doe/proj/runs", "nfs4", "/home", lang)
+    assert "-r" in line and "/home" in line and "nfs4" in line and "WAL" in line
+    state = RunState(lang)
+    state.feed(Event("notice", line, payload={"network_fs": "nfs4"}))
+    assert state.to_text().count(line) == 1
+    out = io.StringIO()
+    TerminalView(lang, out=out)(Event("notice", line, payload={"network_fs": "nfs4"}))
+    assert out.getvalue().count(line) == 1

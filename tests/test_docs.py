@@ -63,3 +63,19 @@ def test_the_run_lock_is_documented() -> None:
     assert f"| `R/{LOCK_NAME}` |" in README
     assert "RunLocked" in README and "kill <pid>" in README and "Ctrl-C in that terminal" in README
     assert "SessionBusy" in README
+
+
+def test_the_portability_settings_are_documented() -> None:
+    """FLOWER_WATCHDOG's every value is in the configuration table; what goes wrong names the network
+    filesystems flower detects and what to do (issue 16)."""
+    from flower_magic.core.launcher import WATCHDOG_ENV, WATCHDOG_MODES
+    from flower_magic.core.mount import NETWORK_FS_TYPES
+
+    row = next(line for line in README.splitlines() if line.startswith(f"| `{WATCHDOG_ENV}` |"))
+    assert all(f"`{mode}`" in row for mode in WATCHDOG_MODES)
+    notice = README[README.index("is on a network filesystem") :]
+    notice = notice[: notice.index("\n- **")]
+    named = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "afpfs", "webdav", "sshfs", "ceph", "glusterfs", "lustre")
+    assert set(named) <= NETWORK_FS_TYPES | {"sshfs"}
+    assert [t for t in named if f" {t}," not in notice] == []
+    assert "-r /local/path/runs" in notice and "rollback journal" in notice

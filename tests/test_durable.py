@@ -80,3 +80,11 @@ def test_set_aside_never_overwrites(tmp_path: Path) -> None:
     third = set_aside(path, "odd")
     assert third is not None and third.name.endswith("-3")
     assert third.read_text() == "third" and not third.is_symlink()
+
+
+def test_a_name_near_the_filesystem_limit_can_be_written(tmp_path: Path) -> None:
+    """The temp file's name once carried the whole target name, so a 243-byte name failed to write."""
+    target = tmp_path / ("长" * 80 + ".md")
+    write_atomic(target, b"ok")
+    assert target.read_bytes() == b"ok"
+    assert [p.name for p in tmp_path.iterdir()] == [target.name]

@@ -13,15 +13,15 @@ from typing import Any
 
 import pytest
 
+from flower_magic.core import brief as brief_note
+from flower_magic.core import goal as goal_note
+from flower_magic.core.brief import Brief
 from flower_magic.core.events import Event
+from flower_magic.core.goal import Goal
 from flower_magic.core.lineage import Lineage
-from flower_magic.workflow import brief as brief_note
-from flower_magic.workflow import goal as goal_note
+from flower_magic.core.words import say
 from flower_magic.workflow.base import StepAbort
-from flower_magic.workflow.brief import Brief
 from flower_magic.workflow.clarify import CLARIFY_RESUME
-from flower_magic.workflow.goal import Goal
-from flower_magic.workflow.phrases import say
 from flower_magic.workflow.starter import WAKE_NOTHING_SAID, Starter, starter_flow
 
 BRIEF = "## 目标\n写出 hello.txt\n\n## 验收标准\n- 内容是 hello\n\n## 边界\n不碰别的文件\n\n## 未知与假设\n无\n"

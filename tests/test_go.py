@@ -16,6 +16,7 @@ def no_window_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for key in ("FLOWER_WINDOW", "ANTHROPIC_MODEL", "ANTHROPIC_BASE_URL"):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("FLOWER_LANG", "en")  # the messages below are read in English
 
 
 def test_the_limit_leaves_the_cli_its_overhead_in_the_largest_window() -> None:

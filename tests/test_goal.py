@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from flower_magic.core import goal as goal_note
+from flower_magic.core.goal import ALIASES, Goal, list_items
 from flower_magic.core.note import record_path
-from flower_magic.workflow import goal as goal_note
-from flower_magic.workflow.goal import ALIASES, Goal, list_items
 
 GOAL_TEXT = """好的,目标如下。
 

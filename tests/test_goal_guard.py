@@ -18,18 +18,18 @@ import pytest
 
 from flower_magic import AgentSpec, Runtime, Step, Workflow
 from flower_magic.core import manifest
+from flower_magic.core.brief import Brief
 from flower_magic.core.events import Event
+from flower_magic.core.goal import Goal
 from flower_magic.core.handoff import HandoffPolicy
 from flower_magic.core.human import HumanChannel
 from flower_magic.core.lineage import Lineage
 from flower_magic.core.resilience import CLI_MAX_RETRIES
 from flower_magic.core.result import INTERRUPT_NOTE, INTERRUPTED
-from flower_magic.core.wake import wake_state
+from flower_magic.core.rundir import wake_state
 from flower_magic.testing import FakeAnthropic, Request, error, text, tool_use
 from flower_magic.testing.roles import as_role, role_of
 from flower_magic.workflow.base import StepAbort
-from flower_magic.workflow.brief import Brief
-from flower_magic.workflow.goal import Goal
 from flower_magic.workflow.judge import ACCEPT, AMEND, MISJUDGED, UNCLEAR, goal_step, unheard_verdict, with_goal
 from flower_magic.workflow.starter import NoTaskError, starter_flow
 from flower_magic.workflow.verdict import ACHIEVED, NOT_YET
@@ -423,11 +423,11 @@ def clarified(ws: Path, *, lineage_steps: dict[str, str] | None = None) -> None:
 def test_new_archives_the_three_facets(workspace: Path) -> None:
     """lineage_offline [8]"""
     clarified(workspace)
-    assert wake_state(workspace, run_dir=workspace / "runs")["waking"]
+    assert wake_state(workspace, run_dir=workspace / "runs").waking
     starter = starter_flow("另一件事", workspace=workspace, run_dir=workspace / "runs", new=True)
     assert not starter.waking and starter.archived is not None
     state = wake_state(workspace, run_dir=workspace / "runs")
-    assert not state["waking"] and state["steps"] == {} and state["woke"] == 0
+    assert not state.waking and state.steps == {} and state.woke == 0
     (archive,) = (workspace / ".flower" / "notes" / "archive").iterdir()
     assert archive == starter.archived
     assert sorted(p.name for p in archive.iterdir()) == sorted(["lineage.json", "需求.md", "目标.md"])

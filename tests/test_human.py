@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from flower_magic.core.brief import WAKE_LABEL, Brief
 from flower_magic.core.events import Event
 from flower_magic.core.human import (
     CANCELLED_REASON,
@@ -35,7 +36,6 @@ from flower_magic.core.human import (
     resolve_answer,
 )
 from flower_magic.testing import FakeAnthropic, text, tool_use
-from flower_magic.workflow.brief import WAKE_LABEL, Brief
 
 pytestmark = pytest.mark.anyio
 

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import flower_magic
+from tests.helpers import without_posix
 
 PACKAGE = Path(flower_magic.__file__).parent
 HEAVY = ("claude_agent_sdk", "ipywidgets", "jupyter_server", "IPython", "tornado")
@@ -99,6 +103,92 @@ def test_engine_never_imports_the_front_ends() -> None:
     assert offenders == []
 
 
+def _module_of(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def _runtime_imports(path: Path, modules: set[str]) -> set[str]:
+    """Modules of this package ``path`` imports when it runs (``if TYPE_CHECKING:`` blocks excluded;
+    imports inside functions included: they are arrows too). ``from pkg import sub`` is an arrow to
+    ``pkg.sub`` only: the package's own ``__init__`` running first is how Python imports, not a choice."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(n) for n in ast.walk(node))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            subs = {f"{node.module}.{a.name}" for a in node.names} & modules
+            names.update(subs)
+            if len(subs) < len(node.names):
+                names.add(node.module)
+    return {n for n in names if n.startswith("flower_magic")}
+
+
+def _graph() -> dict[str, set[str]]:
+    paths = {_module_of(p): p for p in PACKAGE.rglob("*.py")}
+    modules = set(paths)
+    return {m: {n for n in _runtime_imports(p, modules) if n in modules and n != m} for m, p in paths.items()}
+
+
+def test_layers_point_one_way() -> None:
+    """Issue 11 (d): front ends -> workflow -> core <- stores. core imports neither the workflow nor the
+    stores (it is handed its store), stores do not import the workflow, nothing below imports a front end."""
+    below = {
+        "flower_magic.core": ("flower_magic.workflow", "flower_magic.stores"),
+        "flower_magic.stores": ("flower_magic.workflow",),
+    }
+    offenders = [
+        f"{m} imports {n}"
+        for m, deps in _graph().items()
+        for layer, banned in below.items()
+        if m.startswith(layer + ".") or m == layer
+        for n in deps
+        if n.startswith(banned)
+    ]
+    assert offenders == []
+
+
+def test_no_import_cycles() -> None:
+    """Issue 11 (d): no module reaches itself through the imports it runs."""
+    graph = _graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    assert cycles == []
+
+
 def test_magics_load_without_the_workflow_or_the_sdk() -> None:
     """%load_ext must stay cheap: the workflow, the human channel and the SDK load when a run starts."""
     loaded = _modules_after("import IPython.core.magic\nimport flower_magic.magics")
@@ -119,3 +209,42 @@ def test_light_copies_of_defaults_agree() -> None:
 
     assert go.DEFAULT_TIMEOUT_S == DEFAULT_TIMEOUT_S
     assert go.NEW_CMD == starter.NEW_CMD
+
+
+IMPORT_ALL = """
+import importlib, json, pkgutil, sys
+import flower_magic
+names = [m.name for m in pkgutil.walk_packages(flower_magic.__path__, "flower_magic.")]
+wanted = [n for n in names if n.startswith(tuple(sys.argv[1:]))]
+failed = {}
+for name in wanted:
+    try:
+        importlib.import_module(name)
+    except Exception as exc:
+        failed[name] = repr(exc)
+print(json.dumps({"imported": len(wanted) - len(failed), "failed": failed}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("everyone", "prefixes"),
+    [
+        (False, ["flower_magic"]),
+        # The engine and the fake API import nothing third-party that needs fcntl: take it from everyone.
+        (True, ["flower_magic.core", "flower_magic.stores", "flower_magic.workflow", "flower_magic.testing"]),
+    ],
+)
+def test_every_module_imports_without_fcntl(tmp_path: Path, everyone: bool, prefixes: list[str]) -> None:
+    """Windows has no ``fcntl`` (nor ``termios``, ``pwd``...): every module imports without them, and none
+    even tries at import time. Guards issue 16: ``core/manifest.py`` imported ``fcntl`` at module level,
+    so the runtime could not be imported on Windows at all."""
+    log = tmp_path / "refused.log"
+    env = without_posix(dict(os.environ), log, everyone=everyone)
+    out = subprocess.run(
+        [sys.executable, "-c", IMPORT_ALL, *prefixes], capture_output=True, text=True, env=env, check=True
+    )
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    assert found["failed"] == {}
+    assert found["imported"] >= (50 if everyone else 70)
+    tried = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+    assert [line for line in tried if line.startswith("flower_magic")] == []

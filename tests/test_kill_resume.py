@@ -16,7 +16,7 @@ import pytest
 from flower_magic.core.project import local_transcript, project_key
 from flower_magic.stores.sqlite import SqliteSessionStore
 from flower_magic.testing import FakeAnthropic, Request, text, tool_use
-from tests.helpers import write_script
+from tests.helpers import wait_until, write_script
 
 CHILD = """
     import asyncio, json, sys
@@ -82,12 +82,26 @@ def _script_replies(api: FakeAnthropic, seed: Path, *, slow: bool) -> None:
     )
 
 
+def _stored_tool_call(ws: Path) -> bool:
+    db = ws / "runs" / "sessions.db"
+    lineage = ws / "runs" / "lineage.json"
+    if not db.exists() or not lineage.exists():
+        return False
+    sid = str(dict(_lineage(ws)["steps"]).get("干活", ""))  # type: ignore[call-overload]
+    with SqliteSessionStore(db, readonly=True) as store:
+        entries = store.load_sync({"project_key": project_key(ws), "session_id": sid}) or []
+    return any(
+        isinstance(b, dict) and b.get("type") == "tool_use"
+        for e in entries
+        if e.get("type") == "assistant"
+        for b in (e.get("message") or {}).get("content") or []
+    )
+
+
 def _lineage(ws: Path) -> dict[str, object]:
     return dict(json.loads((ws / "runs" / "lineage.json").read_text(encoding="utf-8")))
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(900)
 def _child(script: Path, cwd: Path, env: dict[str, str]) -> subprocess.Popen[str]:
     """The child script in its own process; its stdout is a pipe the test reads line by line."""
     return subprocess.Popen(
@@ -95,6 +109,8 @@ def _child(script: Path, cwd: Path, env: dict[str, str]) -> subprocess.Popen[str
     )
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_kill_minus_nine_then_same_session(fake_api: FakeAnthropic, child_env: dict[str, str], tmp_path: Path) -> None:
     report = []
     for i, delay in enumerate(KILL_AFTER_S):
@@ -189,7 +205,8 @@ def test_kill_during_a_tool_call_then_resume(
     with _child(script, workspace, child_env) as proc:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "TOOL"
-        time.sleep(1.5)  # the tool is running; its call is already in the store (eager flush)
+        # The tool is running once its call is in the store (eager flush): strike then.
+        wait_until(lambda: _stored_tool_call(workspace), "the tool call reaching sessions.db")
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
     sid = _lineage(workspace)["steps"]["干活"]

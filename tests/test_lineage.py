@@ -10,11 +10,12 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
+import unicodedata
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
 import pytest
 
-from flower_magic.core.lineage import FILENAME, MAX_LINEAGE_BYTES, Lineage
+from flower_magic.core.lineage import FILENAME, MAX_LINEAGE_BYTES, Lineage, same_workspace
 
 
 def _listing(folder: Path) -> dict[str, bytes]:
@@ -68,6 +69,52 @@ def test_workspace_is_resolved(ws: Path, run_dir: Path) -> None:
     (ws.parent / "link").symlink_to(ws)
     for spelling in (ws / "." / ".." / ws.name, ws.parent / "link"):
         assert Lineage.open(run_dir, spelling).steps == {"a": "sid-a"}
+
+
+@pytest.mark.parametrize(
+    "recorded",
+    [
+        r"C:\Users\Jane Doe\数据 清洗 🌻 with spaces",
+        r"c:\users\jane doe\数据 清洗 🌻 with spaces",  # Windows paths are not case-sensitive
+        "C:/Users/Jane Doe/数据 清洗 🌻 with spaces",  # either separator
+        "C:/Users/Jane Doe/数据 清洗 🌻 with spaces/",
+        r"\\?\C:\Users\Jane Doe\数据 清洗 🌻 with spaces",  # the long-path form
+    ],
+)
+def test_the_workspace_guard_reads_windows_paths(recorded: str) -> None:
+    """A lineage written on Windows (by this tool or the original, in any spelling) is this workspace's."""
+    assert same_workspace(recorded, PureWindowsPath(r"C:\Users\Jane Doe\数据 清洗 🌻 with spaces"))
+
+
+@pytest.mark.parametrize(
+    ("recorded", "workspace"),
+    [
+        (r"D:\Users\Jane Doe\proj", r"C:\Users\Jane Doe\proj"),  # another drive
+        (r"C:\Users\Jane Doe\proj-copy", r"C:\Users\Jane Doe\proj"),
+        (r"\\server\share\proj", r"C:\proj"),
+        ("", r"C:\proj"),
+    ],
+)
+def test_the_workspace_guard_tells_windows_workspaces_apart(recorded: str, workspace: str) -> None:
+    assert not same_workspace(recorded, PureWindowsPath(workspace))
+    assert same_workspace(r"\\?\UNC\server\share\proj", PureWindowsPath(r"\\server\share\proj"))
+
+
+def test_the_workspace_guard_on_posix_keeps_case_and_reads_decomposed_unicode() -> None:
+    ws = "/Users/jane/数据 清洗 🌻/Café"
+    assert same_workspace(unicodedata.normalize("NFD", ws), PurePosixPath(ws))  # macOS may hand back NFD
+    assert not same_workspace(ws.lower(), PurePosixPath(ws))  # a POSIX path is case-sensitive as text
+    assert not same_workspace(r"C:\Users\jane", PurePosixPath("/Users/jane"))
+
+
+def test_one_directory_under_two_spellings_is_one_workspace(ws: Path, run_dir: Path) -> None:
+    """A case-insensitive disk (macOS, Windows) spells one directory many ways; the guard asks the disk."""
+    Lineage.open(run_dir, ws).remember("a", "sid-a")
+    doc = json.loads((run_dir / FILENAME).read_text(encoding="utf-8"))
+    (ws.parent / "another name").symlink_to(ws)  # two spellings of one directory, as such a disk has
+    doc["workspace"] = str(ws.parent / "another name")
+    (run_dir / FILENAME).write_text(json.dumps(doc), encoding="utf-8")
+    assert Lineage.open(run_dir, ws).steps == {"a": "sid-a"}
 
 
 def test_other_workspace_starts_empty_and_keeps_the_foreign_file(ws: Path, run_dir: Path, tmp_path: Path) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from flower_magic.core.local_copy import backfill, has_answer, missing_entries, set_aside_local_copy
 from flower_magic.core.project import local_transcript, project_key
-from flower_magic.stores.local import backfill, has_answer, missing_entries, set_aside_local_copy
 from flower_magic.stores.sqlite import SqliteSessionStore
 
 pytestmark = pytest.mark.anyio

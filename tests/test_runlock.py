@@ -22,10 +22,10 @@ from flower_magic import AgentSpec, Runtime, Step, Workflow
 from flower_magic.core import manifest, runlock
 from flower_magic.core.errors import RunLocked
 from flower_magic.core.project import project_key
+from flower_magic.core.words import run_locked_line
 from flower_magic.stores.sqlite import SqliteSessionStore
 from flower_magic.testing import FakeAnthropic, Request, text
 from flower_magic.testing.roles import as_role
-from flower_magic.workflow.phrases import run_locked_line
 from tests.helpers import LockHolder, other_process_tries, snapshot, wait_until, write_script
 
 # -- the lock ---------------------------------------------------------------------------------------

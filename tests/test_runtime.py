@@ -11,7 +11,7 @@ import pytest
 from flower_magic import AgentSpec, Runtime
 from flower_magic.core.errors import CredentialsError, PathError, has_credentials
 from flower_magic.core.events import Event, context_of, normalize, session_id_of, tool_summary
-from flower_magic.core.project import local_transcript, project_key
+from flower_magic.core.project import local_transcript, project_key, sdk_project_key
 from flower_magic.testing import FakeAnthropic, text
 
 
@@ -70,8 +70,28 @@ def test_unusable_directories_are_named(fake_api_env: dict[str, str], tmp_path: 
 def test_project_key_matches_the_sdk(path: str) -> None:
     from claude_agent_sdk import project_key_for_directory
 
-    assert project_key(path) == project_key_for_directory(path)
+    assert project_key(path) == project_key_for_directory(path) == sdk_project_key(path)
     assert unicodedata.is_normalized("NFC", project_key(path))
+
+
+@pytest.mark.parametrize(
+    ("path", "cli_key"),
+    [
+        ("/tmp/a🌻b", "-tmp-a--b"),  # one emoji: two UTF-16 units, two dashes
+        ("/tmp/数据 清洗 🌻 with spaces", "-tmp-" + "-" * 9 + "with-spaces"),  # 2+1+2+1+2+1 units
+        # Past 200 units: cut at 200, then the hash of the UTF-16 units (Claude Code's folder name,
+        # read off a real run of CLI 2.1.332 in that directory).
+        ("/tmp/fm16/" + "🌻" * 50 + "/" + "🌻" * 50, "-tmp-fm16-" + "-" * 190 + "-sx675f"),
+    ],
+)
+def test_project_key_is_claude_codes_where_the_sdk_differs(path: str, cli_key: str) -> None:
+    """Guards issue 16: in a workspace with an emoji in its name, the CLI (JavaScript: UTF-16 code units)
+    files its sessions under another key than the SDK computes (code points), so every store lookup
+    by the SDK's key missed the whole conversation."""
+    from claude_agent_sdk import project_key_for_directory
+
+    assert project_key(path) == cli_key
+    assert sdk_project_key(path) == project_key_for_directory(path) != cli_key
 
 
 def test_local_transcript_location() -> None:
@@ -166,3 +186,26 @@ async def test_sdk_failure_never_escapes_run(fake_api_env: dict[str, str], works
     assert not result.ok and result.error
     rows = (workspace / "runs" / "manifest.json").read_text(encoding="utf-8")
     assert '"ok": false' in rows
+
+
+def test_rescue_from_a_signal_while_the_rows_are_being_written_does_not_wait_on_its_own_lock(
+    fake_api_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Found by the continuity walk: SIGTERM landing while the step's row was being written ran
+    ``rescue`` on the same thread, which waited forever for the manifest lock its own frame held."""
+    import json
+
+    from flower_magic.core.result import StepResult
+
+    rt = Runtime(workspace=tmp_path / "ws", run_dir=tmp_path / "runs")
+    try:
+        rt._current = StepResult(step="干活", session_id="s1")
+        rt._persisting = True  # what a signal handler finds when it interrupts _persist
+        rt.rescue()
+        assert not (tmp_path / "runs" / "manifest.json").exists()
+        rt._persisting = False
+        rt.rescue()  # any other moment: the step in flight is recorded
+        rows = json.loads((tmp_path / "runs" / "manifest.json").read_text(encoding="utf-8"))
+        assert [(r["step"], r["error"]) for r in rows] == [("干活", "killed-by-signal")]
+    finally:
+        rt.close()

@@ -25,10 +25,10 @@ from flower_magic import AgentSpec, Runtime
 from flower_magic.core import manifest
 from flower_magic.core.agent import MAX_MESSAGE_BYTES
 from flower_magic.core.resilience import RESUME_PROMPT
+from flower_magic.core.words import say
 from flower_magic.testing import FakeAnthropic, Request, text, tool_use
 from flower_magic.testing.roles import as_role, role_of
 from flower_magic.workflow.go import MAX_TASK_CHARS
-from flower_magic.workflow.phrases import say
 
 PROC_TIMEOUT_S = 300  # a hung run fails the test instead of the suite's guard
 BRIEF = "## 目标\n写个脚本\n\n## 验收标准\n- 能跑\n\n## 边界\n不做 GUI\n\n## 未知与假设\n- 无\n"
@@ -70,7 +70,7 @@ def flower(ws: Path, env: dict[str, str], *args: str) -> Done:
     proc = subprocess.run(
         ["flower", *args],
         cwd=ws,
-        env=env,
+        env={**env, "FLOWER_LANG": "en"},  # the lines below are read in English
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -152,8 +152,8 @@ def test_a_message_past_the_limit_stops_the_step_once_with_its_cause_in_one_line
     done = flower(workspace, child_env, "写个脚本")
     assert done.rc == 1, done.err
     assert done.err.splitlines() == [
-        say("too_big", "zh", limit="64 MiB", cmd="flower"),
-        say("aborted", "zh", step="干活"),
+        say("too_big", "en", limit="64 MiB", cmd="flower"),
+        say("aborted", "en", step="干活"),
     ]
     assert "Traceback" not in done.err + done.out and "Event loop is closed" not in done.err
     assert [role_of(r) for r in fake_api.requests] == ["clarifier", "goal", "worker"]
@@ -200,7 +200,7 @@ def test_a_task_typed_at_the_prompt_is_held_to_the_same_limit(
         proc = subprocess.Popen(
             ["flower", "--window", "1000"],
             cwd=workspace,
-            env=child_env,
+            env={**child_env, "FLOWER_LANG": "en"},
             stdin=follower,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -241,6 +241,7 @@ def shell(workspace: Path, fake_api_env: dict[str, str]) -> Iterator[Interactive
     """The shell, with ``%flower`` loaded and bound to ``workspace`` as the notebook's directory."""
     sh = InteractiveShell.instance()
     sh.extension_manager.load_extension("flower_magic")
+    sh.run_line_magic("config", 'FlowerMagics.lang = "en"')  # the lines below are read in English
     sh.user_ns["__vsc_ipynb_file__"] = str(workspace / "notebook.ipynb")
     try:
         yield sh

@@ -846,6 +846,88 @@ async def test_real_cli_mirrors_into_the_store_and_resumes_from_it_alone(
     assert any("which word did I ask" in json.dumps(e) for e in after)
 
 
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_an_emoji_workspace_resumes_from_the_store_alone(fake_api: FakeAnthropic, tmp_path: Path) -> None:
+    """Guards issue 16: Claude Code files a workspace named with an emoji under another key than the
+    SDK asks the store for on resume (UTF-16 units against code points); the resume found nothing and
+    the conversation was lost wherever the CLI's own copy was gone."""
+    from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient, ResultMessage, SystemMessage
+
+    from flower_magic.core.project import project_key, sdk_project_key
+    from flower_magic.stores import PruningSessionStore
+
+    home, ws = tmp_path / "home dir", tmp_path / "数据 清洗 🌻 with spaces"
+    home.mkdir()
+    ws.mkdir()
+    assert project_key(ws) != sdk_project_key(ws)
+    store = PruningSessionStore(tmp_path / "sessions.db", workspace=ws)
+    options = ClaudeAgentOptions(
+        cwd=str(ws), setting_sources=[], env=fake_api.env(home), session_store=store, session_store_flush="eager"
+    )
+
+    async def turn(prompt: str) -> str:
+        session_id, result = "", None
+        async with ClaudeSDKClient(options) as client:
+            await client.query(prompt)
+            async for message in client.receive_response():
+                if isinstance(message, SystemMessage) and message.subtype == "init":
+                    session_id = message.data["session_id"]
+                if isinstance(message, ResultMessage):
+                    result = message
+        assert result is not None and not result.is_error, result
+        return session_id
+
+    try:
+        fake_api.add(text("noted: the word is pelican"))
+        sid = await turn("remember the word pelican")
+        assert store.has_session(project_key(ws), sid)  # where the CLI filed it, and where we look
+        shutil.rmtree(home / ".claude" / "projects")  # only the store has it now
+        fake_api.add(text("the word was pelican"))
+        options.resume = sid
+        assert await turn("which word did I ask you to remember?") == sid
+        assert "remember the word pelican" in fake_api.requests[-1].all_text
+        assert store.last_report  # the resume went through the store's load
+        assert store.projects() == [project_key(ws)]  # one workspace, one key
+    finally:
+        store.close()
+
+
+@pytest.mark.slow
+def test_on_a_network_filesystem_the_store_keeps_a_rollback_journal(tmp_path: Path) -> None:
+    """Issue 16, build item 3: WAL's shared memory does not work on a network filesystem. A store made
+    on a local disk (WAL) and then moved there is switched to a rollback journal when opened, and
+    works as before; locally it stays WAL."""
+    from tests.netfs import loopback_sshfs
+
+    key = {"project_key": "p", "session_id": "s"}
+    local = SqliteSessionStore(tmp_path / "local" / "sessions.db")
+    try:
+        assert (local.journal_mode, local.on_network_fs) == ("wal", False)
+        asyncio.run(local.append(key, [{"type": "user", "uuid": "u1"}]))  # type: ignore[arg-type,list-item]
+    finally:
+        local.close()
+    assert (tmp_path / "local" / "sessions.db").read_bytes()[18:20] == b"\x02\x02"  # WAL in the file header
+    with loopback_sshfs(tmp_path / "net") as mnt:
+        (mnt / "runs").mkdir()
+        shutil.copy(tmp_path / "local" / "sessions.db", mnt / "runs" / "sessions.db")
+        store = SqliteSessionStore(mnt / "runs" / "sessions.db")
+        try:
+            assert store.on_network_fs and store.mount is not None and store.mount.fstype == "fuse.sshfs"
+            assert store.journal_mode == "delete"
+            asyncio.run(store.append(key, [{"type": "user", "uuid": "u2"}]))  # type: ignore[arg-type,list-item]
+            assert [e["uuid"] for e in store.load_sync(key) or []] == ["u1", "u2"]  # type: ignore[arg-type,typeddict-item]
+        finally:
+            store.close()
+        assert (mnt / "runs" / "sessions.db").read_bytes()[18:20] == b"\x01\x01"
+        assert sorted(p.name for p in (mnt / "runs").iterdir()) == ["sessions.db"]  # no -wal, no -shm
+        reader = SqliteSessionStore(mnt / "runs" / "sessions.db", readonly=True)
+        try:
+            assert reader.has_session("p", "s")
+        finally:
+            reader.close()
+
+
 def test_holds_text_finds_what_was_said_as_stored(tmp_path: Path) -> None:
     """Non-ASCII, quotes and newlines are stored escaped; the search escapes the same way."""
     store = SqliteSessionStore(tmp_path / "s.db")

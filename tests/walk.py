@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from flower_magic.core.project import project_key
-from flower_magic.core.wake import TASK_NAME
+from flower_magic.core.rundir import TASK_NAME
 from flower_magic.stores.chain import dangling
 from flower_magic.testing import FakeAnthropic, Reply, Request, text, tool_pairing_error, tool_use
 from flower_magic.testing.roles import role_of

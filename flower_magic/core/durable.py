@@ -28,11 +28,18 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from flower_magic.core.pid import is_alive
+
 _TEMP_RE = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.[0-9a-f]{8}\.tmp$")
+
+# Windows opens a descriptor in text mode ("\n" written as "\r\n", a read stopping at Ctrl-Z)
+# unless told otherwise; the flag does not exist elsewhere.
+BINARY = getattr(os, "O_BINARY", 0)
 
 # A live writer holds its temp for milliseconds (the whole write of a 10 MB manifest takes well
 # under a second); a temp an hour old belongs to a dead writer whose pid was reused.
 STALE_TEMP_AGE_S = 3600.0
+TEMP_NAME_CHARS = 40  # at most 160 bytes of UTF-8, leaving room for the pid, the nonce and .tmp
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -57,8 +64,10 @@ def write_atomic(path: Path, data: bytes) -> None:
     """
     folder = path.parent
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    # The temp name carries only the start of the target's: a name near the filesystem's 255-byte limit
+    # must still be writable (the temp file only has to share the target's folder).
+    tmp = folder / f".{path.name[:TEMP_NAME_CHARS]}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | BINARY, 0o644)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -81,7 +90,7 @@ def read_capped(path: Path, max_bytes: int) -> bytes:
         FileNotFoundError: there is no such file.
         OSError: it cannot be read, is not a regular file (``EINVAL``) or is too large (``EFBIG``).
     """
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | BINARY)
     too_big = OSError(errno.EFBIG, f"larger than {max_bytes} bytes", str(path))
     try:
         st = os.fstat(fd)
@@ -103,23 +112,9 @@ def read_capped(path: Path, max_bytes: int) -> bytes:
     return data
 
 
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except (OverflowError, ValueError):
-        # A pid no kernel can have (e.g. ".x.99999999999999999999.0badf00d.tmp"): nobody alive wrote it.
-        return False
-    return True
-
-
 def _stale(cand: Path, pid: int) -> bool:
-    if not _alive(pid):
+    # A pid no kernel can have (e.g. ".x.99999999999999999999.0badf00d.tmp"): nobody alive wrote it.
+    if not is_alive(pid):
         return True
     try:
         age = time.time() - cand.lstat().st_mtime
@@ -137,7 +132,7 @@ def sweep_temps(path: Path) -> list[Path]:
         return removed
     for cand in candidates:
         m = _TEMP_RE.match(cand.name)
-        if not m or m.group("name") != path.name or not _stale(cand, int(m.group("pid"))):
+        if not m or m.group("name") != path.name[:TEMP_NAME_CHARS] or not _stale(cand, int(m.group("pid"))):
             continue
         with contextlib.suppress(OSError):
             cand.unlink()
@@ -181,7 +176,7 @@ def copy_aside(path: Path, data: bytes, reason: str) -> Path:
     """
     for target in _aside_names(path, reason):
         try:
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | BINARY, 0o644)
         except FileExistsError:
             continue
         try:

@@ -1,8 +1,16 @@
-"""Errors a person sees: each says what happened, with the value, and what to do next."""
+"""Errors a person sees: each says what happened, with the value, and what to do next.
+
+The tree: ``FlowerError`` is every error flower raises on purpose; ``UserError`` (under it) is one a
+person can fix — a front end shows its message as one line (``UsageError`` in a notebook, one stderr
+line and exit 2 or 1 from ``flower``) and never a traceback. Anything else that escapes is a bug and
+keeps its traceback. Messages come from the phrase tables (``core.words``), in the run's language.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 from pathlib import Path
 
 from flower_magic.core.project import config_dir
@@ -16,18 +24,20 @@ class FlowerError(Exception):
     """Base class of flower_magic's own errors."""
 
 
-class CredentialsError(FlowerError, RuntimeError):
+class UserError(FlowerError):
+    """Something the person can fix (a setting, a path, a flag); the message says what and how."""
+
+
+class CredentialsError(UserError, RuntimeError):
     """No way to reach a model was configured."""
 
-    def __init__(self) -> None:
-        super().__init__(
-            "No Anthropic credentials found. Set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN for a gateway, "
-            "with ANTHROPIC_BASE_URL), or log in once with `claude login`. "
-            "To try flower offline, run it against the built-in fake API: `python -m flower_magic.testing`."
-        )
+    def __init__(self, lang: str = "") -> None:
+        from flower_magic.core.words import pick_lang_or_default, say
+
+        super().__init__(say("no_credentials", pick_lang_or_default(lang)))
 
 
-class PathError(FlowerError, OSError):
+class PathError(UserError, OSError):
     """A directory flower needs cannot be created or used.
 
     Attributes:
@@ -35,16 +45,40 @@ class PathError(FlowerError, OSError):
         role: what it was for (``workspace``, ``run dir`` ...).
     """
 
-    def __init__(self, role: str, path: Path, reason: str) -> None:
+    def __init__(self, role: str, path: Path, reason: str, lang: str = "") -> None:
+        from flower_magic.core.words import pick_lang_or_default, say
+
         self.role = role
         self.path = path
-        super().__init__(
-            f"Cannot use {path} as the {role}: {reason}. Choose another directory "
-            f"({'-w/--workspace' if role == 'workspace' else '-r/--run-dir'})."
-        )
+        lang = pick_lang_or_default(lang)
+        shown_role = say("role_workspace" if role == "workspace" else "role_run_dir", lang)
+        flag = "-w/--workspace" if role == "workspace" else "-r/--run-dir"
+        super().__init__(say("path_unusable", lang, path=path, role=shown_role, reason=reason, flag=flag))
 
 
-class RunLocked(FlowerError):
+class NotAFile(UserError, OSError):
+    """A file flower keeps in the run dir is something else (a directory, a named pipe): nothing ran.
+
+    Attributes:
+        path: the offending path.
+    """
+
+    def __init__(self, path: Path, lang: str = "") -> None:
+        import stat
+
+        from flower_magic.core.words import pick_lang_or_default, say
+
+        lang = pick_lang_or_default(lang)
+        try:
+            mode = path.lstat().st_mode
+        except OSError:
+            mode = 0
+        kind = "kind_dir" if stat.S_ISDIR(mode) else "kind_fifo" if stat.S_ISFIFO(mode) else "kind_other"
+        self.path = path
+        super().__init__(say("not_a_file", lang, path=path, kind=say(kind, lang)))
+
+
+class RunLocked(UserError):
     """Another process runs a workflow in this run dir (it holds ``run.lock``); nothing was written.
 
     Attributes:
@@ -68,7 +102,7 @@ class RunLocked(FlowerError):
         lang: str = "zh",
     ) -> None:
         # The words live in the one phrase table (a stdlib-only leaf module, cheap to import here).
-        from flower_magic.workflow.phrases import run_locked_line
+        from flower_magic.core.words import run_locked_line
 
         self.path = path
         self.pid = pid
@@ -95,7 +129,7 @@ class SessionBusy(FlowerError):
     def __init__(
         self, session_id: str, path: Path, *, pids: tuple[int, ...], waited_s: float, lang: str = "zh"
     ) -> None:
-        from flower_magic.workflow.phrases import session_busy_line
+        from flower_magic.core.words import session_busy_line
 
         self.session_id = session_id
         self.path = path
@@ -112,14 +146,54 @@ def has_credentials(environ: dict[str, str] | os._Environ[str] | None = None) ->
     return (config_dir(dict(env)) / ".credentials.json").is_file()
 
 
-def ensure_dir(role: str, path: Path) -> Path:
+def ensure_dir(role: str, path: Path, lang: str = "") -> Path:
     """Create ``path`` (and parents) or raise ``PathError`` naming it."""
+    check_dir(role, path, lang)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise PathError(role, path, exc.strerror or str(exc)) from exc
-    if not path.is_dir():
-        raise PathError(role, path, "it exists and is not a directory")
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise PathError(role, path, "it is not writable")
+        raise PathError(role, path, exc.strerror or str(exc), lang) from exc
+    check_dir(role, path, lang)
     return path
+
+
+def check_dir(role: str, path: Path, lang: str = "") -> None:
+    """Raise ``PathError`` unless ``path`` is, or could be created as, a writable directory. Writes nothing.
+
+    The nearest existing ancestor decides when ``path`` does not exist yet.
+    """
+    from flower_magic.core.words import pick_lang_or_default, say
+
+    lang = pick_lang_or_default(lang)
+    here = path
+    while not os.path.lexists(here) and here.parent != here:
+        here = here.parent
+    if not here.is_dir():
+        reason = say("reason_file", lang) if here == path else say("reason_under_file", lang, parent=here)
+        raise PathError(role, path, reason, lang)
+    if not os.access(here, os.W_OK | os.X_OK):
+        raise PathError(role, path, say("reason_not_writable", lang), lang)
+    read_only = False
+    if sys.platform != "win32":  # no statvfs on Windows: os.access above is all there is
+        with contextlib.suppress(OSError):
+            read_only = bool(os.statvfs(here).f_flag & os.ST_RDONLY)
+    if read_only:
+        raise PathError(role, path, say("reason_read_only", lang), lang)
+
+
+def check_files(paths: list[Path], lang: str = "") -> None:
+    """Raise ``NotAFile`` for the first of ``paths`` that exists and is not a regular file. Writes nothing."""
+    import stat
+
+    for path in paths:
+        try:
+            mode = path.lstat().st_mode
+        except OSError:
+            continue
+        if stat.S_ISLNK(mode):
+            try:
+                mode = path.stat().st_mode
+            except OSError:
+                continue  # a dangling link: the writer replaces it
+        if not stat.S_ISREG(mode):
+            raise NotAFile(path, lang)

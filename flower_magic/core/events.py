@@ -5,7 +5,7 @@ add their own (``step``, ``retry``, ``handoff``, ``ask``). A sink is a synchrono
 not block and must not raise; new kinds may appear, so sinks keep an ``else`` branch.
 
 Kinds: text, thinking, prompt, tool_call, tool_result, result, error, reset, system, task, unknown,
-ask, retry, step, handoff.
+ask, retry, step, handoff, notice (something about the run dir a person should know, said once).
 """
 
 from __future__ import annotations

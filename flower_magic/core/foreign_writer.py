@@ -129,7 +129,7 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
 
 
 def _lang(lang: str) -> str:
-    from flower_magic.workflow.phrases import pick_lang
+    from flower_magic.core.words import pick_lang
 
     try:
         return pick_lang(lang or None)
@@ -178,7 +178,7 @@ async def settle(
     lang = _lang(lang)
     pids = tuple(p.pid for p in seen or ())
     if on_wait is not None:
-        from flower_magic.workflow.phrases import foreign_wait_line
+        from flower_magic.core.words import foreign_wait_line
 
         with contextlib.suppress(Exception):
             on_wait(foreign_wait_line(session_id, path, pids=pids, wait_s=max_wait_s, lang=lang))

@@ -34,8 +34,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from flower_magic.core.brief import RUNTIME_LABEL, append_section
 from flower_magic.core.events import Event, Sink
-from flower_magic.workflow.brief import RUNTIME_LABEL, append_section
 
 if TYPE_CHECKING:
     from claude_agent_sdk import McpSdkServerConfig

@@ -32,9 +32,10 @@ import os
 import re
 import shutil
 import time
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from flower_magic.core.durable import read_capped, set_aside, sweep_temps, write_atomic
@@ -105,7 +106,7 @@ def _parse(data: bytes, workspace: Path) -> tuple[int, dict[str, str], int]:
     recorded = doc.get("workspace")
     if not isinstance(recorded, str):
         raise _Bad(f"unreadable: workspace is {_shown(recorded)}")
-    if recorded != str(workspace) and Path(recorded) != workspace:
+    if not same_workspace(recorded, workspace):
         raise _Bad(f"other workspace: {recorded[:200]}", aside_as="other-workspace")
     # A missing woke is harmless (count from 0); a present but nonsensical one is corruption.
     woke = _woke_of(doc["woke"]) if "woke" in doc else 0
@@ -117,6 +118,40 @@ def _parse(data: bytes, workspace: Path) -> tuple[int, dict[str, str], int]:
         if step and isinstance(sid, str) and sid and sid.isprintable() and _encodable(step + sid):
             steps[step] = sid
     return woke, steps, len(raw_steps) - len(steps)
+
+
+_LONG_PREFIXES = ("\\\\?\\UNC\\", "\\\\?\\")  # Windows' extended-length forms: \\?\UNC\server\share, \\?\C:\
+
+
+def _plain(text: str, *, windows: bool) -> str:
+    text = unicodedata.normalize("NFC", text)
+    if windows:
+        if text.startswith(_LONG_PREFIXES[0]):
+            return "\\\\" + text[len(_LONG_PREFIXES[0]) :]
+        if text.startswith(_LONG_PREFIXES[1]):
+            return text[len(_LONG_PREFIXES[1]) :]
+    return text
+
+
+def same_workspace(recorded: str, workspace: PurePath) -> bool:
+    """``recorded`` (lineage.json's ``workspace``, written by this tool or the original) names ``workspace``.
+
+    Compared as paths of ``workspace``'s own kind: on Windows without regard to case, with ``/`` and
+    ``\\`` alike and the ``\\\\?\\`` long-path prefix ignored; everywhere after Unicode NFC (macOS may
+    hand back the decomposed form of a name typed composed). Failing that, two existing paths that are
+    the same directory (a case-insensitive disk, a symlink) are the same workspace; a copied or
+    moved run dir is not.
+    """
+    if recorded == str(workspace):
+        return True
+    windows = isinstance(workspace, PureWindowsPath)
+    kind: type[PurePath] = PureWindowsPath if windows else PurePosixPath
+    if kind(_plain(recorded, windows=windows)) == kind(_plain(str(workspace), windows=windows)):
+        return True
+    try:
+        return os.path.samefile(recorded, workspace)
+    except (OSError, ValueError):
+        return False
 
 
 def _identity(path: Path) -> _Identity | None:

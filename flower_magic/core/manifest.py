@@ -4,7 +4,7 @@ Format (the original flower's): a JSON array of row objects, indent 2, ``ensure_
 every ``StepResult`` field plus ``duration_s`` and ``run`` (the id of the process that wrote it).
 
 Guarantees:
-    - ``persist`` merges by run: under an exclusive ``flock`` on ``<run_dir>/.lock`` (created once,
+    - ``persist`` merges by run: under an exclusive OS lock on ``<run_dir>/.lock`` (created once,
       never replaced or deleted) it re-reads the file, keeps every row of other runs byte for byte
       and in file order, replaces this run's rows with the given ones, and writes the result with
       ``durable.write_atomic``. Concurrent ``persist`` calls from any number of processes lose no row,
@@ -30,13 +30,13 @@ Not guaranteed:
     - Distinct run ids across processes: two processes started in the same second collide with
       odds of 1 in 16.7 million (the original's format), and the later writer then replaces the
       other's rows.
-    - POSIX only (``fcntl.flock``); on network filesystems flock may not be shared between hosts.
+    - Exclusion between hosts on a network filesystem: the lock (``core.oslock``: ``flock``, or
+      ``LockFileEx`` on Windows) may be local to one host there.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import json
 import logging
 import math
@@ -50,8 +50,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from flower_magic.core import oslock
 from flower_magic.core.bulk import orjson_is_exact
-from flower_magic.core.durable import read_capped, set_aside, sweep_temps, write_atomic
+from flower_magic.core.durable import BINARY, read_capped, set_aside, sweep_temps, write_atomic
 from flower_magic.core.indented import encode_row
 
 MANIFEST = "manifest.json"
@@ -184,10 +185,10 @@ def persist(run_dir: str | os.PathLike[str], run_id: str, rows: Iterable[Mapping
 
 @contextmanager
 def _exclusive(lock: Path) -> Iterator[None]:
-    # Read-only is enough for flock, and works even if someone made .lock read-only.
-    fd = os.open(lock, os.O_RDONLY | os.O_CREAT, 0o644)
+    # Read-only is enough for flock and LockFileEx, and works even if someone made .lock read-only.
+    fd = os.open(lock, os.O_RDONLY | os.O_CREAT | BINARY, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        oslock.lock(fd)
         yield
     finally:
         os.close(fd)  # releases the lock

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from flower_magic.core.durable import copy_aside, read_capped, set_aside, write_atomic
+from flower_magic.core.durable import BINARY, copy_aside, read_capped, set_aside, write_atomic
 
 MAX_NOTE_BYTES = 4 * 1024 * 1024  # a notes document is prose; anything bigger is not one of ours
 ASIDE_REASON = "edited"  # <name>.edited-<ts>
@@ -212,12 +212,12 @@ def append(path: Path, text: str, *, title: str = "") -> None:
     before: bytes | None = b""
     # O_EXCL decides "new file" and creates it in one step, so two appenders never both write a title.
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | BINARY, 0o644)
         created = True
         data = (title + text).encode("utf-8")
     except FileExistsError:
         created = False
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | BINARY)
         try:
             before = read_capped(path, MAX_NOTE_BYTES)
         except OSError:

@@ -33,8 +33,10 @@ Not guaranteed:
       acquire; ``holder`` drops it when its pid is gone on this host (a reused pid is not detected).
     - A process that forks after acquiring (``multiprocessing`` with fork) shares the lock with its
       child until both have closed it.
-    - Windows: the OS lock sits behind ``_try_os_lock`` so it can gain a second implementation;
-      today it is ``fcntl.flock`` (POSIX).
+Platforms:
+    The OS lock is ``core.oslock`` (``flock`` on POSIX, ``LockFileEx`` on Windows, where it covers a
+    byte far past the record so the record stays readable); the record is written with a seek and
+    a write, which every platform has.
 """
 
 from __future__ import annotations
@@ -51,7 +53,10 @@ from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 
+from flower_magic.core import oslock
+from flower_magic.core.durable import BINARY
 from flower_magic.core.errors import RunLocked, ensure_dir
+from flower_magic.core.pid import is_alive
 
 LOCK_NAME = "run.lock"
 FRONT_ENDS = ("notebook", "terminal", "api")
@@ -101,20 +106,6 @@ def lock_path(run_dir: str | os.PathLike[str]) -> Path:
     return Path(run_dir).expanduser().resolve() / LOCK_NAME
 
 
-def _try_os_lock(fd: int) -> bool:
-    """Take an exclusive lock on ``fd`` without waiting; False when another open file holds it.
-
-    The one OS-specific call of this module. The lock goes when ``fd`` is closed or the process dies.
-    """
-    import fcntl
-
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    return True
-
-
 def _encode(holder: Holder) -> bytes:
     fields = asdict(holder)
     fields["check"] = _check(fields)
@@ -149,15 +140,19 @@ def _decode(data: bytes) -> Holder | None:
 
 def _write(fd: int, holder: Holder) -> None:
     data = _encode(holder)
-    # Longer-over-shorter or shorter-over-longer: the first line is whole either way once pwrite
-    # returns, and the truncate only drops an old tail after it.
-    os.pwrite(fd, data, 0)
+    # Longer-over-shorter or shorter-over-longer: the first line is whole either way once the write
+    # returns, and the truncate only drops an old tail after it. (Seek and write rather than pwrite,
+    # which Windows lacks; the descriptor is only ever written under _held_lock.)
+    os.lseek(fd, 0, os.SEEK_SET)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
     os.ftruncate(fd, len(data))
 
 
 def _read_once(path: Path) -> Holder | None:
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | BINARY)
     except OSError:
         return None
     try:
@@ -171,15 +166,7 @@ def _read_once(path: Path) -> Holder | None:
 def _alive_here(holder: Holder) -> bool:
     if holder.host != socket.gethostname():
         return True  # another host's pid cannot be checked from here
-    if holder.pid == os.getpid():
-        return True
-    try:
-        os.kill(holder.pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError, ValueError):
-        return holder.pid > 0
-    return True
+    return is_alive(holder.pid)
 
 
 def holder(run_dir: str | os.PathLike[str], *, attempts: int = 1) -> Holder | None:
@@ -283,9 +270,9 @@ def acquire(
                 raise _refusal(path, entry.holder, lang)
             entry.count += 1
             return RunLock(key, path)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | BINARY, 0o644)
         try:
-            locked = _try_os_lock(fd)
+            locked = oslock.try_lock(fd)
         except BaseException:
             os.close(fd)
             raise

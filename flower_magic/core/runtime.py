@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import threading
 import time
@@ -35,7 +36,7 @@ from flower_magic.core.errors import CredentialsError, ensure_dir, has_credentia
 from flower_magic.core.events import Event, Sink, normalize, session_id_of
 from flower_magic.core.foreign_writer import OtherWriters
 from flower_magic.core.handoff import HandoffPolicy
-from flower_magic.core.launcher import cli_launcher, disconnect
+from flower_magic.core.launcher import cli_launcher, disconnect, launcher_env, tie, watchdog_mode
 from flower_magic.core.project import config_dir, project_key
 from flower_magic.core.resilience import Resilience, classify, cli_retry_env, fatal_hint, quiet_sdk_reader
 from flower_magic.core.result import (
@@ -48,7 +49,11 @@ from flower_magic.core.result import (
     StepResult,
     interrupt_prompt,
 )
+from flower_magic.core.rundir import RunDir
+from flower_magic.core.storage import RunStore, default_store
 from flower_magic.core.succession import Turn, check_model, make_room, watch_context
+
+log = logging.getLogger(__name__)
 
 __all__ = ["HANDOFF_DUE", "INTERRUPTED", "INTERRUPT_NOTE", "KILLED", "Runtime", "StepResult"]
 
@@ -70,8 +75,8 @@ class Runtime:
 
     Args:
         workspace: the agent's working directory (created if missing).
-        run_dir: where sessions.db, manifest.json and lineage.json live; relative paths are
-            resolved against the current directory, as the ``flower`` command does.
+        run_dir: where sessions.db, manifest.json and lineage.json live; relative = under the
+            workspace, as for every front end (default ``runs``).
         portable: ignore the user's ``~/.claude`` settings.
         trim: spill large old tool results out of resumed context (off here; on in ``flower``): a
             ``TrimPolicy``, or True for the budget rule sized from ``handoff``'s line.
@@ -80,10 +85,14 @@ class Runtime:
         resilience: outage policy (``True`` = defaults, ``False`` = one attempt only).
         handoff: context-full policy (``True`` = defaults, ``False`` = the CLI's auto-compaction).
         env: extra environment for the CLI.
+        store: where transcripts go (``core.storage.RunStore``); default: ``<run_dir>/sessions.db``,
+            pruned and trimmed on load (``flower_magic.stores.PruningSessionStore``).
+        lang: the language of what the runtime itself says ("" = ``FLOWER_LANG``, else zh).
 
     Raises:
         CredentialsError: no API key, token or Claude login is configured.
         PathError: the workspace or run dir cannot be created.
+        ValueError: ``FLOWER_WATCHDOG`` is set to something other than auto, portable or off.
     """
 
     INTERRUPTED = INTERRUPTED
@@ -95,7 +104,7 @@ class Runtime:
         self,
         *,
         workspace: str | Path,
-        run_dir: str | Path = "runs",
+        run_dir: str | Path | None = None,
         portable: bool = True,
         trim: Any = False,
         ephemeral: Any = True,
@@ -103,22 +112,33 @@ class Runtime:
         resilience: Resilience | bool = True,
         handoff: HandoffPolicy | bool = True,
         env: dict[str, str] | None = None,
+        store: RunStore | None = None,
+        lang: str = "",
     ) -> None:
         if not has_credentials({**os.environ, **(env or {})}):
             raise CredentialsError()
-        self.workspace = ensure_dir("workspace", Path(workspace).expanduser().resolve())
-        self.run_dir = ensure_dir("run dir", Path(run_dir).expanduser().resolve())
+        watchdog_mode()  # a FLOWER_WATCHDOG nobody can honour is said before anything is written
+        rd = RunDir.at(workspace, run_dir)
+        self.workspace = ensure_dir("workspace", rd.workspace)
+        self.run_dir = ensure_dir("run dir", rd.path)
         self.portable = portable
         self.resilience: Resilience = _policy(resilience, Resilience)
         quiet_sdk_reader()
         self.handoff: HandoffPolicy = _policy(handoff, HandoffPolicy)
         self.env: dict[str, str] = {"CLAUDE_CONFIG_DIR": str(config_dir()), **cli_retry_env(os.environ)}
         self.env.update(env or {})
-        self.store = _make_store(
-            self.run_dir / "sessions.db", self.workspace, _trim_policy(trim, self.handoff), ephemeral, keep_denials
+        self.store: RunStore = store or default_store(
+            rd.sessions_db,
+            workspace=self.workspace,
+            trim=trim,
+            ephemeral=ephemeral,
+            keep_denials=keep_denials,
+            line=self.handoff.at,
         )
+        self.lang = lang
         self.results: list[StepResult] = []
         self.run_id = manifest.new_run_id()
+        self._fs_noted = False
         self.on_session: Callable[[str], None] | None = None
         self._current: StepResult | None = None
         self._interrupt: str | None = None
@@ -138,6 +158,7 @@ class Runtime:
         self._model_checked = False
         self._closed = False
         self._opening: str | Callable[[], str] | None = None
+        self._persisting = False
 
     # -- facts -----------------------------------------------------------------------------------
 
@@ -210,7 +231,14 @@ class Runtime:
         return self._interrupt is not None
 
     def rescue(self) -> None:
-        """Record the in-flight step (``killed-by-signal``) before the process goes. Never raises."""
+        """Record the in-flight step (``killed-by-signal``) before the process goes. Never raises.
+
+        Safe from a signal handler: when the signal lands while this runtime is writing its rows,
+        that write already holds every row (a step's result is added before it is written), so
+        rescue returns instead of waiting for the manifest lock its own interrupted frame holds.
+        """
+        if self._persisting:
+            return
         try:
             cur = self._current
             if cur is not None and cur not in self.results:
@@ -219,7 +247,7 @@ class Runtime:
                 self.results.append(cur)
             self._persist()
         except Exception:
-            pass
+            log.warning("could not record the step in flight in %s", self.manifest_path, exc_info=True)
 
     def close(self) -> None:
         if self._closed:
@@ -262,6 +290,7 @@ class Runtime:
             announce_context: tell the person when the context nears the line or room is made
                 (False for a gate's own sessions, e.g. the judge's: the person does not steer them).
         """
+        self._note_network_fs(on_event)
         result = StepResult(step=step_name or spec.name, started_at=time.time())
         self._current = result
         self._loop = asyncio.get_running_loop()
@@ -340,15 +369,32 @@ class Runtime:
     async def recover(self, session_id: str) -> bool:
         """Whether ``session_id`` can be resumed: the store holds it, after taking in what the CLI's own
         local copies hold and the store missed (a process killed before the mirror caught up)."""
-        from flower_magic.stores.local import backfill
+        from flower_magic.core.local_copy import backfill
 
         await backfill(self.store, self.workspace, session_id, self.env)
         return self.has_session(session_id)
 
+    def _note_network_fs(self, on_event: Sink | None) -> None:
+        """Say once per runtime that the run dir is on a network filesystem, what that means, what to do."""
+        mount = getattr(self.store, "mount", None)
+        if self._fs_noted or mount is None or not mount.is_network:
+            return
+        self._fs_noted = True
+        from flower_magic.core.words import network_fs_line, pick_lang
+
+        try:
+            lang = pick_lang(self.lang)
+        except ValueError:
+            lang = "zh"
+        text = network_fs_line(self.run_dir, mount.fstype, mount.point, lang)
+        journal = getattr(self.store, "journal_mode", None)
+        payload = {"network_fs": mount.fstype, "mount_point": mount.point, "journal_mode": journal}
+        self._emit(on_event, Event("notice", text, payload=payload))
+
     def holds_prompt(self, session_id: str) -> bool:
         """The stored session already holds a prompt (its first entries are read, not the whole of it:
         a session's first prompt is among its first lines)."""
-        from flower_magic.stores.local import has_prompt
+        from flower_magic.core.local_copy import has_prompt
 
         key = {"project_key": self.project_key, "session_id": session_id}
         try:
@@ -444,7 +490,7 @@ class Runtime:
             fork=plan.fork,
             resume_at=plan.resume_at,
             session_id=plan.session_id,
-            env=self.env,
+            env={**self.env, **launcher_env()},
             portable=self.portable,
             cli_path=cli_launcher(),
         )
@@ -453,7 +499,7 @@ class Runtime:
         """One CLI session turn. Never raises for SDK failures (they become ``result.error``)."""
         from claude_agent_sdk import ClaudeSDKClient
 
-        from flower_magic.stores.local import backfill, set_aside_local_copy
+        from flower_magic.core.local_copy import backfill, set_aside_local_copy
 
         await self.other_writers.before_attempt(self, plan, result, on_event)
         if plan.session_id and not plan.resume:
@@ -468,6 +514,7 @@ class Runtime:
         client = ClaudeSDKClient(self._options(spec, plan))
         try:
             await client.connect()
+            tie(client)  # Windows: the CLI joins this process's kill-on-close job
             self._client = client
             if self._interrupt is not None and not self._writing_handoff:
                 # An interrupt that arrived while the CLI was starting: nothing to cut yet.
@@ -563,23 +610,10 @@ class Runtime:
             sink(event)
 
     def _persist(self) -> None:
-        rows = [manifest.row_of(r, self.run_id) for r in self.results]
-        with contextlib.suppress(OSError):
-            manifest.persist(self.run_dir, self.run_id, rows)
-
-
-def _trim_policy(trim: Any, handoff: HandoffPolicy) -> Any:
-    """``trim`` as a ``TrimPolicy``; the budget rule without a budget gets one from the hand-off line."""
-    from flower_magic.stores.trim import TrimPolicy, budget_for_line
-
-    policy = trim if isinstance(trim, TrimPolicy) else TrimPolicy(enabled=bool(trim))
-    if policy.budget_tokens is None and policy.keep_recent is None:
-        policy = replace(policy, budget_tokens=budget_for_line(handoff.at))
-    return policy
-
-
-def _make_store(path: Path, workspace: Path, trim: Any, ephemeral: Any, keep_denials: int) -> Any:
-    """The one store every Runtime uses: ``<run_dir>/sessions.db``, pruned (and trimmed) on load."""
-    from flower_magic.stores.resume import PruningSessionStore
-
-    return PruningSessionStore(path, workspace=workspace, trim=trim, ephemeral=ephemeral, keep_denials=keep_denials)
+        self._persisting = True
+        try:
+            rows = [manifest.row_of(r, self.run_id) for r in self.results]
+            with contextlib.suppress(OSError):
+                manifest.persist(self.run_dir, self.run_id, rows)
+        finally:
+            self._persisting = False

@@ -54,7 +54,7 @@ from flower_magic.core.handoff import (
     remember_overflow,
 )
 from flower_magic.core.result import HANDOFF_DUE, INTERRUPT_NOTE, Plan, StepResult
-from flower_magic.core.wake import notes_dir
+from flower_magic.core.rundir import notes_dir
 
 if TYPE_CHECKING:
     from flower_magic.core.agent import AgentSpec

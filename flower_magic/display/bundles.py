@@ -11,13 +11,14 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from flower_magic.core.goal import UNVERIFIABLE_RE
 from flower_magic.core.manifest import totals
+from flower_magic.core.rundir import Snapshot
+from flower_magic.core.words import human_elapsed, human_tokens, say, short_path
 from flower_magic.display import html
 from flower_magic.display.goals import goal_lines, marks_of
-from flower_magic.display.texts import word
 from flower_magic.terminal import sanitize
-from flower_magic.workflow.goal import UNVERIFIABLE_RE
-from flower_magic.workflow.phrases import Line, human_elapsed, human_tokens, problem_line, say, short_path, wake_banner
+from flower_magic.workflow.phrases import Line, problem_line, wake_banner
 
 ERROR_CHARS = 80  # the manifest's error column: enough to tell interrupted from an API error
 NUMERIC = frozenset({2, 3, 4, 5, 7, 8})  # cost, turns, time, attempts, hand-offs, context
@@ -28,7 +29,7 @@ def _bundle(lines: Sequence[Line], extra_html: str = "", extra_text: str = "") -
     return {"text/plain": sanitize(text), "text/html": html.wrap(html.lines_html(lines) + extra_html)}
 
 
-def _head(facts: Mapping[str, Any], lang: str) -> list[Line]:
+def _head(facts: Snapshot, lang: str) -> list[Line]:
     lines = [wake_banner(facts, lang)]
     problem = problem_line(facts, lang)
     if problem:
@@ -36,11 +37,11 @@ def _head(facts: Mapping[str, Any], lang: str) -> list[Line]:
     return lines
 
 
-def banner_bundle(facts: Mapping[str, Any], lang: str = "zh", *, hint: bool = False) -> dict[str, str]:
+def banner_bundle(facts: Snapshot, lang: str = "zh", *, hint: bool = False) -> dict[str, str]:
     """The wake banner (and the problem line when lineage.json was unreadable).
 
     Args:
-        facts: ``core.wake.wake_facts``.
+        facts: what the run dir holds (``workflow.go.snapshot``).
         lang: ``zh`` or ``en``.
         hint: add the dim line on how to continue (``phrases`` ``continue_hint``).
 
@@ -73,7 +74,7 @@ def _cells(row: Mapping[str, Any], lang: str) -> list[html.Cell]:
         ("", str(int(_number(row.get("num_turns"))))),
         ("", human_elapsed(_number(row.get("duration_s")))),
         ("", str(int(_number(row.get("attempts", 1)))) or "1"),
-        ("", word("yes", lang) if row.get("resumed") is True else ""),
+        ("", say("yes", lang) if row.get("resumed") is True else ""),
         ("", str(len(retired)) if isinstance(retired, list) and retired else ""),
         ("", human_tokens(context) if context else ""),
         ("dim", error),
@@ -84,7 +85,7 @@ _COLUMNS = ("step", "ok", "cost", "turns", "time", "attempts", "resumed", "hando
 
 
 def status_bundle(
-    facts: Mapping[str, Any],
+    facts: Snapshot,
     goal_checks: Sequence[str],
     last_verdict_checks: Iterable[Mapping[str, Any]] | None,
     rows: Sequence[Mapping[str, Any]],
@@ -95,7 +96,7 @@ def status_bundle(
     """``%flower --status``: banner, goal list with the latest verdict marks, latest manifest rows.
 
     Args:
-        facts: ``core.wake.wake_facts``.
+        facts: what the run dir holds (``workflow.go.snapshot``).
         goal_checks: the checks of 目标.md (``Goal.load(...).checks``), or empty.
         last_verdict_checks: the latest verdict's ``checks`` (``[{"check", "passed"}]``), or None
             when no verdict is known: every check shows as not judged yet.
@@ -106,11 +107,11 @@ def status_bundle(
     Returns:
         ``{"text/plain": ..., "text/html": ...}``.
     """
-    if facts.get("waking"):
+    if facts.waking:
         lines = _head(facts, lang)
     else:
-        where = short_path(facts.get("workspace") or ".")
-        lines = [[("dim", word("fresh", lang, where=where))]]
+        where = short_path(facts.workspace)
+        lines = [[("dim", say("fresh", lang, where=where))]]
         problem = problem_line(facts, lang)
         if problem:
             lines.append(problem)
@@ -131,20 +132,20 @@ def status_bundle(
         head_html += f'<div class="fm-box">{html.lines_html(goal)}</div>'
         head_text += "\n\n" + html.lines_text(goal)
     if not rows:
-        empty = [[("dim", word("no_rows", lang))]]
+        empty = [[("dim", say("no_rows", lang))]]
         return {
             "text/plain": sanitize(head_text + "\n\n" + html.lines_text(empty)),
             "text/html": html.wrap(head_html + f'<div class="fm-box">{html.lines_html(empty)}</div>'),
         }
     shown = list(rows)[-max(1, max_rows) :]
-    headers = [word(f"col_{c}", lang) for c in _COLUMNS]
+    headers = [say(f"col_{c}", lang) for c in _COLUMNS]
     table = [_cells(r, lang) for r in shown]
     t = totals(rows)
-    caption: Line = [("bold", word("rows_head", lang, n=len(shown), total=len(rows)))]
+    caption: Line = [("bold", say("rows_head", lang, n=len(shown), total=len(rows)))]
     summary: Line = [
         (
             "dim",
-            word(
+            say(
                 "rows_total",
                 lang,
                 steps=t["steps"],

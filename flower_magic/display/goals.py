@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from flower_magic.display.texts import word
+from flower_magic.core.words import say
 from flower_magic.terminal import sanitize
-from flower_magic.workflow.phrases import Line, say
+from flower_magic.workflow.phrases import Line
 
 REASON_CHARS = 300  # one readable line of the judge's reason; the full text is in the judge's session
 
@@ -38,9 +38,9 @@ def verdict_line(verdict: Mapping[str, Any], lang: str = "zh") -> Line:
     """``判定 #2: 未达成 — <the first line of the reason>``."""
     state = str(verdict.get("verdict") or "unclear")
     key = f"state_{state}"
-    shown = word(key, lang) if key in _STATE_KEYS else state
+    shown = say(key, lang) if key in _STATE_KEYS else state
     style = "ok" if state == "achieved" else "bad"
-    line: Line = [("dim", word("verdict", lang, round=verdict.get("round") or "?", state="")), (style, shown)]
+    line: Line = [("dim", say("verdict", lang, round=verdict.get("round") or "?", state="")), (style, shown)]
     reason = str(verdict.get("reason") or "").strip()
     if reason:
         first = sanitize(reason.splitlines()[0])
@@ -77,7 +77,7 @@ def goal_lines(
     doubtful = set(unverifiable)
     passed = sum(1 for c in checks if marks.get(c) is True)
     failed = sum(1 for c in checks if marks.get(c) is False)
-    summary = word("goal_summary", lang, passed=passed, failed=failed, pending=len(checks) - passed - failed)
+    summary = say("goal_summary", lang, passed=passed, failed=failed, pending=len(checks) - passed - failed)
     lines: list[Line] = [[("bold", say("goals", lang, n=len(checks))), ("dim", " · " + summary)]]
     for check in checks:
         lines.append([_mark(check, marks, doubtful), ("", " " + sanitize(check))])

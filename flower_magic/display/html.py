@@ -16,7 +16,8 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from flower_magic.workflow.phrases import Line, cols
+from flower_magic.core.words import cols
+from flower_magic.workflow.phrases import Line
 
 ROOT_CLASS = "flower-magic"
 STYLES = frozenset({"dim", "bold", "head", "ok", "bad", "warn", "note"})

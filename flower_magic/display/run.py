@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from flower_magic.core.events import Event
+from flower_magic.core.rundir import Snapshot
 from flower_magic.display import html
 from flower_magic.display.log import MAX_CHUNKS
 from flower_magic.display.state import RunState
@@ -128,7 +129,8 @@ class RunView:
         verbose: also show subagent text, thinking, successful tool results and system events.
         rounds: the judge's round budget (the status line's N; 0 hides the round counter).
         goal_checks: the checks of 目标.md at the start (see ``set_goal_checks``).
-        banner_facts: ``core.wake.wake_facts`` when waking: the view starts with the wake banner.
+        banner_facts: what the run dir holds (``workflow.go.snapshot``) when waking: the view starts
+            with the wake banner.
         interactive: a person watches a frontend that renders widgets; False (nbclient, papermill)
             shows a display handle with static HTML instead.
         mode: force ``widget``, ``html`` or ``terminal`` (default: ``pick_mode``).
@@ -142,7 +144,7 @@ class RunView:
         verbose: bool = False,
         rounds: int = 0,
         goal_checks: Sequence[str] = (),
-        banner_facts: Mapping[str, Any] | None = None,
+        banner_facts: Snapshot | None = None,
         interactive: bool = True,
         mode: str | None = None,
         interval_s: float = RENDER_INTERVAL_S,

@@ -20,10 +20,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from flower_magic.core.events import Event
+from flower_magic.core.rundir import Snapshot
+from flower_magic.core.words import say
 from flower_magic.display import html
 from flower_magic.display.goals import goal_lines, marks_of
 from flower_magic.display.log import Entry, RunLog
-from flower_magic.display.texts import word
 from flower_magic.terminal import sanitize
 from flower_magic.workflow.phrases import (
     Line,
@@ -33,7 +34,6 @@ from flower_magic.workflow.phrases import (
     problem_line,
     result_line,
     round_header,
-    say,
     status_line,
     step_header,
     total_line,
@@ -76,7 +76,7 @@ class RunState:
         verbose: also show subagent text, thinking, successful tool results and system events.
         rounds: the judge's round budget N (0: no round counter in the status line).
         goal_checks: the checks of 目标.md when the run starts.
-        banner_facts: ``core.wake.wake_facts`` when waking (shows the wake banner), else None.
+        banner_facts: what the run dir holds (``workflow.go.snapshot``) when waking (shows the wake banner), else None.
         log: the log (default: ``RunLog()``).
     """
 
@@ -87,7 +87,7 @@ class RunState:
         verbose: bool = False,
         rounds: int = 0,
         goal_checks: Sequence[str] = (),
-        banner_facts: Mapping[str, Any] | None = None,
+        banner_facts: Snapshot | None = None,
         log: RunLog | None = None,
     ) -> None:
         self.lock = threading.RLock()
@@ -223,6 +223,8 @@ class RunState:
             self._tool_result(ev, p, sub)
         elif kind == "retry":
             self._say("warn", "~ " + clip(ev.text, 600))
+        elif kind == "notice":
+            self._say("warn", clip(ev.text, 1000))
         elif kind == "error":
             self._say("bad", "! " + clip(ev.text, 600))
         elif kind == "handoff":
@@ -261,7 +263,7 @@ class RunState:
         for i, option in enumerate(p.get("options") or [], start=1):
             lines.append([("", f"  {i}. {clip(str(option), 300)}")])
         if state == "asked":
-            lines.append([("dim", word("waiting", self.lang))])
+            lines.append([("dim", say("waiting", self.lang))])
         elif state == "answered":
             lines.append([("ok", "  + " + clip(str(p.get("answer") or ""), 2000))])
         elif state:
@@ -312,7 +314,7 @@ class RunState:
         return goal_lines(self.goals, self.marks, self.lang, unverifiable=self.unverifiable, verdict=self.verdict)
 
     def note_lines(self) -> list[Line]:
-        return [[("dim", word("earlier", self.lang, n=self.log.dropped))]] if self.log.dropped else []
+        return [[("dim", say("earlier", self.lang, n=self.log.dropped))]] if self.log.dropped else []
 
     def head_html(self) -> str:
         return html.lines_html(self.head)

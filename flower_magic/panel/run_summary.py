@@ -22,13 +22,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from flower_magic.core.brief import Brief
+from flower_magic.core.goal import Goal
 from flower_magic.core.lineage import FILENAME as LINEAGE_NAME
 from flower_magic.core.lineage import Lineage
-from flower_magic.core.wake import BRIEF_NAME, GOAL_NAME, WORKBENCH_DIRNAME
+from flower_magic.core.rundir import BRIEF_NAME, GOAL_NAME, WORKBENCH_DIRNAME
 from flower_magic.panel import manifest_rows
 from flower_magic.panel.confinement import Refused, inside
-from flower_magic.workflow.brief import Brief
-from flower_magic.workflow.goal import Goal
 
 NOTES_DIR = (WORKBENCH_DIRNAME, "notes")
 

@@ -29,39 +29,16 @@ Not guaranteed:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any
+
+from flower_magic.core.entries import is_made_up, stands_for
 
 Entry = dict[str, Any]
 
-SEAL, HEAL = "seal", "heal"
-MADE_UP_PREFIXES = (f"{SEAL}-", f"{HEAL}-")
-PREFIX_CHARS = 5  # len("seal-") == len("heal-")
 # Links a CLI entry can carry to another entry of the same transcript.
 LINK_FIELDS = ("parentUuid", "logicalParentUuid", "leafUuid")
-# 0.1.0 and the original runtime named made-up entries with 12 random hex characters.
-_RANDOM_SUFFIX = re.compile(r"[0-9a-f]{12}")
-
-
-def made_up_id(kind: str, parent: str) -> str:
-    """The id of a seal or heal hanging from ``parent`` (stable: the same copy twice gets the same id)."""
-    return f"{kind}-{parent}"
-
-
-def is_made_up(uid: object) -> TypeGuard[str]:
-    return isinstance(uid, str) and uid.startswith(MADE_UP_PREFIXES)
-
-
-def stands_for(uid: str) -> str | None:
-    """The real entry a made-up id hangs from, read from the id alone; None for a random (old) id."""
-    while is_made_up(uid):
-        rest = uid[PREFIX_CHARS:]
-        if _RANDOM_SUFFIX.fullmatch(rest):
-            return None
-        uid = rest
-    return uid or None
 
 
 def to_stored(entries: list[Entry]) -> list[Entry]:

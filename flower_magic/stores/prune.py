@@ -34,7 +34,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from flower_magic.stores.chain import HEAL, SEAL, made_up_id
+from flower_magic.core.entries import HEAL, SEAL, made_up_id
 
 Entry = dict[str, Any]
 

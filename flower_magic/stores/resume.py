@@ -10,6 +10,9 @@ Guarantees:
       one in-place change it makes is to re-point a stored link that names an entry which never
       existed in the store (stores/chain.py), so the chain is walkable by every reader.
     - ``append()`` stores links to the copy's own made-up entries as links to the real ones.
+    - One workspace, one key: where the SDK's ``project_key`` for the workspace differs from Claude
+      Code's (a path with an emoji; ``core.project``), a key the SDK computed is read and written as
+      Claude Code's, under which the mirror stores every entry.
     - A session marked with ``squeeze()`` has those results spilled on every later ``load()`` by this
       store, whatever the trimming rule says (the mark lives as long as the store object).
 """
@@ -23,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from flower_magic.core.project import project_key, sdk_project_key
 from flower_magic.stores.chain import Relink, repair, to_stored
 from flower_magic.stores.prune import Entry, PrunePolicy, prune
 from flower_magic.stores.reminder import collapse
@@ -30,7 +34,13 @@ from flower_magic.stores.rows import ENCODER
 from flower_magic.stores.sqlite import SqliteSessionStore, store_key
 
 if TYPE_CHECKING:
-    from claude_agent_sdk.types import SessionKey, SessionStoreEntry
+    from claude_agent_sdk.types import (
+        SessionKey,
+        SessionListSubkeysKey,
+        SessionStoreEntry,
+        SessionStoreListEntry,
+        SessionSummaryEntry,
+    )
 
 
 @dataclass
@@ -116,6 +126,8 @@ class PruningSessionStore(SqliteSessionStore):
         ephemeral: ``EphemeralPolicy`` or bool (on by default).
         keep_denials: denied calls kept in resumed context.
         prune: a full ``PrunePolicy`` (overrides ``keep_denials``).
+        line: the hand-off line (tokens) of the runtime this store serves: a budget rule given no
+            budget is sized from it (``stores.trim.budget_for_line``). None: the default window's.
     """
 
     def __init__(
@@ -127,29 +139,40 @@ class PruningSessionStore(SqliteSessionStore):
         ephemeral: Any = True,
         keep_denials: int = 1,
         prune: PrunePolicy | None = None,
+        line: int | None = None,
     ) -> None:
+        from flower_magic.stores.trim import sized
+
         super().__init__(path)
         self.workspace = Path(workspace)
-        self.trim_policy = trim
+        self.trim_policy = sized(trim, line)
         self.ephemeral_policy = ephemeral
         self.prune_policy = prune or PrunePolicy(keep_denials=keep_denials)
         self.last_report: dict[str, Any] = {}
+        sdk_key, cli_key = sdk_project_key(self.workspace), project_key(self.workspace)
+        # The SDK's resume asks under its own key; the entries are under Claude Code's.
+        self._aliases = {sdk_key: cli_key} if sdk_key != cli_key else {}
         self._forced: dict[str, set[str]] = {}  # session id -> tool_use ids spilled whatever the rule
         self._spilled: dict[str, set[str]] = {}  # session id -> tool_use ids the last load() spilled
+
+    def _own(self, project: str) -> str:
+        return self._aliases.get(project, project)
+
+    def _own_key(self, key: SessionKey) -> SessionKey:
+        project = self._own(key["project_key"])
+        return key if project == key["project_key"] else cast("SessionKey", {**key, "project_key": project})
 
     @property
     def trims(self) -> bool:
         """Whether loads trim (and so whether a session may be squeezed)."""
-        policy = self.trim_policy
-        return bool(policy.enabled if hasattr(policy, "enabled") else policy)
+        return self.trim_policy.enabled
 
     def large_results(self, key: SessionKey) -> list[Any]:
         """The stored session's large tool results (``stores.trim.LargeResult``), oldest first."""
-        from flower_magic.stores.trim import TrimPolicy, large_results
+        from flower_magic.stores.trim import large_results
 
-        stored = self.load_sync(key)
-        policy = self.trim_policy if isinstance(self.trim_policy, TrimPolicy) else TrimPolicy()
-        return large_results(cast("list[Entry]", stored), policy) if stored else []
+        stored = self.load_sync(self._own_key(key))
+        return large_results(cast("list[Entry]", stored), self.trim_policy) if stored else []
 
     def squeezable(self, key: SessionKey) -> list[Any]:
         """The large results that the session's live context still holds in full: every one the last
@@ -163,6 +186,7 @@ class PruningSessionStore(SqliteSessionStore):
 
     async def load(self, key: SessionKey) -> list[SessionStoreEntry] | None:
         """The session as a resume must see it (see ``resume_view``); None for an unknown key."""
+        key = self._own_key(key)
         stored = await super().load(key)
         if stored is None:
             return None
@@ -190,7 +214,20 @@ class PruningSessionStore(SqliteSessionStore):
     async def append(self, key: SessionKey, entries: list[SessionStoreEntry]) -> None:
         """Store a batch, with links to the resume copy's own entries re-pointed to real ones."""
         fixed = to_stored(cast("list[Entry]", entries))
-        await super().append(key, cast("list[SessionStoreEntry]", fixed))
+        await super().append(self._own_key(key), cast("list[SessionStoreEntry]", fixed))
+
+    async def delete(self, key: SessionKey) -> None:
+        await super().delete(self._own_key(key))
+
+    async def list_subkeys(self, key: SessionListSubkeysKey) -> list[str]:
+        project = self._own(key["project_key"])
+        return await super().list_subkeys(cast("SessionListSubkeysKey", {**key, "project_key": project}))
+
+    async def list_sessions(self, project_key: str) -> list[SessionStoreListEntry]:
+        return await super().list_sessions(self._own(project_key))
+
+    async def list_session_summaries(self, project_key: str) -> list[SessionSummaryEntry]:
+        return await super().list_session_summaries(self._own(project_key))
 
     def _relink_stored(self, key: SessionKey, relinks: list[Relink]) -> None:
         """Rewrite the named link of stored entries (by uuid); the only in-place change the store makes."""

@@ -1,6 +1,8 @@
 """Opening sessions.db: the original flower schema, WAL, a busy timeout, recovery from a corrupt file.
 
 Guarantees:
+    - WAL on a local disk; a rollback journal (``journal_mode=DELETE``) when the caller says the file
+      is on a network filesystem, where WAL's shared memory does not work (``core.mount``).
     - The schema is the original flower's (tables ``entries``, ``meta``, ``summaries`` and the partial
       unique index ``entries_uid``), created if missing; a file written by either opens in the other.
     - A writable open of a file that is not a database moves it (and its ``-wal``/``-shm``) aside under
@@ -37,6 +39,7 @@ CREATE TABLE IF NOT EXISTS summaries(
     PRIMARY KEY(project_key, session_id));
 """
 TABLES = frozenset({"entries", "meta", "summaries"})
+JOURNAL_MODES = ("WAL", "DELETE")
 
 
 def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:
@@ -57,11 +60,16 @@ def _connect(path: Path, target: str, *, uri: bool) -> sqlite3.Connection:
         raise OSError(errno.EIO, message, str(path)) from exc
 
 
-def open_writable(path: Path) -> tuple[sqlite3.Connection, Path | None]:
+def open_writable(path: Path, *, journal: str = "WAL") -> tuple[sqlite3.Connection, Path | None]:
     """Open (creating, migrating, or recovering from a corrupt file) a store for writing.
+
+    Args:
+        journal: ``WAL``, or ``DELETE`` (a rollback journal) for a file on a network filesystem.
 
     Returns the connection and where a corrupt file was moved (or None).
     """
+    if journal not in JOURNAL_MODES:
+        raise ValueError(f"journal must be one of {JOURNAL_MODES}, not {journal!r}")
     folder = path.parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -72,7 +80,7 @@ def open_writable(path: Path) -> tuple[sqlite3.Connection, Path | None]:
             str(folder),
         ) from exc
     try:
-        return _prepare(_connect(path, str(path), uri=False)), None
+        return _prepare(_connect(path, str(path), uri=False), journal), None
     except sqlite3.DatabaseError as exc:
         if not _is_corrupt(exc):
             raise
@@ -94,13 +102,15 @@ def open_writable(path: Path) -> tuple[sqlite3.Connection, Path | None]:
             exc,
             recovered_from,
         )
-        return _prepare(_connect(path, str(path), uri=False)), recovered_from
+        return _prepare(_connect(path, str(path), uri=False), journal), recovered_from
 
 
-def _prepare(db: sqlite3.Connection) -> sqlite3.Connection:
+def _prepare(db: sqlite3.Connection, journal: str) -> sqlite3.Connection:
     try:
         db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        db.execute("PRAGMA journal_mode = WAL").fetchone()
+        # Persistent in the file: a store made in WAL on a local disk and then moved to a network one
+        # is switched back to a rollback journal here (and the other way round).
+        db.execute(f"PRAGMA journal_mode = {journal}").fetchone()
         db.execute("PRAGMA synchronous = FULL")
         db.executescript(SCHEMA)
     except BaseException:

@@ -7,8 +7,9 @@ synchronous reads the runtime, the wake banner and the read-only panel need.
 Guarantees:
     - The schema is the original flower's (tables ``entries``, ``meta``, ``summaries`` and the partial
       unique index ``entries_uid``), so a file written by either opens and works in the other.
-    - Once ``append`` returns, its batch is committed (WAL, ``synchronous=FULL``): it survives the
-      process being killed and, where fsync is honoured, a power cut.
+    - Once ``append`` returns, its batch is committed (WAL, or a rollback journal on a network
+      filesystem; ``synchronous=FULL``): it survives the process being killed and, where fsync is
+      honoured, a power cut.
     - ``load`` returns entries deep-equal to what was appended (integers past 64 bits, NaN and lone
       surrogates included), whether or not the optional ``orjson`` speeds the decoding.
     - An entry ``uuid`` is stored at most once per key, whether it repeats within a batch or arrives
@@ -30,7 +31,10 @@ Not guaranteed:
     - A fresh summary when ``fold_session_summary`` raises: the batch is still stored, and the summary
       is left older than the session's mtime, so the SDK reads the transcript instead.
     - Corruption first met after the store is open raises ``sqlite3.DatabaseError``.
-    - Network filesystems: WAL needs shared memory and working locks on one host.
+    - On a network filesystem (``mount``, from ``core.mount``): WAL needs shared memory, so the file is
+      kept with a rollback journal there (``journal_mode`` says which): slower writes, and readers
+      wait while a write commits. Locks on such a filesystem may not reach other hosts: two
+      machines writing one sessions.db at once are not kept apart.
     - The async methods need an asyncio event loop (they use ``asyncio.to_thread``).
     - Project keys containing ``/`` (the SDK's sanitized keys never do).
 """
@@ -49,6 +53,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
+from flower_magic.core.mount import Mount, run_dir_mount
+from flower_magic.core.project import project_key
+from flower_magic.core.rundir import RunDir
 from flower_magic.stores.rows import ENCODER, PAYLOAD_SQL, decode, summary_from_row
 from flower_magic.stores.schema import open_readonly, open_writable
 
@@ -114,6 +121,8 @@ class SqliteSessionStore:
         path: the database file.
         is_readonly: opened with ``readonly=True``.
         recovered_from: where an unreadable file found at ``path`` was moved, else ``None``.
+        mount: the filesystem the file is on (None when it cannot be told, and for ``readonly=True``).
+        journal_mode: ``wal``, or ``delete`` on a network filesystem (as SQLite reports it).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, readonly: bool = False) -> None:
@@ -122,10 +131,20 @@ class SqliteSessionStore:
         self.recovered_from: Path | None = None
         self._lock = threading.Lock()
         self._last_mtime = 0
+        self.mount: Mount | None = None
         if readonly:
             self._db: sqlite3.Connection | None = open_readonly(self.path)
         else:
-            self._db, self.recovered_from = open_writable(self.path)
+            self.mount = run_dir_mount(self.path.parent)
+            journal = "DELETE" if self.mount is not None and self.mount.is_network else "WAL"
+            self._db, self.recovered_from = open_writable(self.path, journal=journal)
+        (mode,) = self._db.execute("PRAGMA journal_mode").fetchone()
+        self.journal_mode = str(mode).lower()
+
+    @property
+    def on_network_fs(self) -> bool:
+        """The file is on a network filesystem (and so kept with a rollback journal)."""
+        return self.mount is not None and self.mount.is_network
 
     # -- plumbing --------------------------------------------------------------------------------
 
@@ -436,3 +455,20 @@ class SqliteSessionStore:
     def __repr__(self) -> str:
         mode = ", readonly=True" if self.is_readonly else ""
         return f"SqliteSessionStore({str(self.path)!r}{mode})"
+
+
+def last_context_of(rundir: RunDir, session_id: str) -> int:
+    """The last context size (tokens) a run dir's sessions.db recorded for a session; 0 if unknown.
+    Read-only: never creates the file."""
+    if not rundir.sessions_db.is_file():
+        return 0
+    try:
+        store = SqliteSessionStore(rundir.sessions_db, readonly=True)
+    except (OSError, ValueError, sqlite3.DatabaseError):
+        return 0
+    try:
+        return store.last_context(project_key(rundir.workspace), session_id)
+    except sqlite3.DatabaseError:
+        return 0
+    finally:
+        store.close()

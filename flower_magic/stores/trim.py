@@ -25,7 +25,7 @@ import hashlib
 import re
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +72,7 @@ class TrimPolicy:
     Attributes:
         budget_tokens: old large results stay, newest first, while they fit in this many tokens
             (``CHARS_PER_TOKEN`` characters each). None: ``BUDGET_SHARE`` of the hand-off line of the
-            default window (a ``Runtime`` sets it from its own window).
+            default window (the store a ``Runtime`` uses sizes it from the runtime's own line: ``sized``).
         keep_recent: the reference's count rule instead of a budget: the newest ``keep_recent`` large
             results stay, whatever their size (None = the budget rule).
         min_chars: a result shorter than this is never spilled (a pointer would save little).
@@ -92,6 +92,15 @@ class TrimPolicy:
 
             tokens = budget_for_line(HandoffPolicy().at)
         return max(0, tokens) * CHARS_PER_TOKEN
+
+
+def sized(trim: Any, line: int | None = None) -> TrimPolicy:
+    """``trim`` (a ``TrimPolicy`` or a bool) as a policy whose budget rule has a budget: ``BUDGET_SHARE``
+    of ``line`` (the default window's line when None) unless it names a budget or the count rule."""
+    policy = trim if isinstance(trim, TrimPolicy) else TrimPolicy(enabled=bool(trim))
+    if policy.budget_tokens is None and policy.keep_recent is None and line is not None:
+        policy = replace(policy, budget_tokens=budget_for_line(line))
+    return policy
 
 
 @dataclass

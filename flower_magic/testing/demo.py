@@ -41,8 +41,10 @@ def _task(req: Request) -> str:
 
 
 def _workspace(req: Request) -> str:
-    match = re.search(r"(?:Primary working directory|Working directory|cwd):\s*(\S+)", req.all_text + req.system_text)
-    return match.group(1) if match else "."
+    # The rest of the line: a workspace may have spaces in its name ("数据 清洗 🌻 with spaces").
+    pattern = r"(?:Primary working directory|Working directory|cwd):[ \t]*([^\r\n]+)"
+    match = re.search(pattern, req.all_text + "\n" + req.system_text)
+    return match.group(1).strip() if match else "."
 
 
 def demo_model(req: Request) -> Reply:

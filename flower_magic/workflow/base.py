@@ -287,7 +287,7 @@ def _hold_run_dir(wf: Workflow, runtime: Any) -> contextlib.AbstractContextManag
 
 
 def _env_lang() -> str:
-    from flower_magic.workflow.phrases import pick_lang
+    from flower_magic.core.words import pick_lang
 
     try:
         return pick_lang()

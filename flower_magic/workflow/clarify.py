@@ -21,9 +21,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from flower_magic.workflow import brief as brief_note
+from flower_magic.core import brief as brief_note
+from flower_magic.core.brief import Brief, additions
 from flower_magic.workflow.base import Ctx, Step
-from flower_magic.workflow.brief import Brief, additions
 from flower_magic.workflow.edits import hand_over, tell, tell_kept
 from flower_magic.workflow.roles import clarifier
 

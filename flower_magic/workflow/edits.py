@@ -20,7 +20,7 @@ from typing import Any
 
 from flower_magic.core.events import Event
 from flower_magic.core.note import Note, read_note
-from flower_magic.workflow.phrases import say
+from flower_magic.core.words import say
 
 EDITS_KEY = "_note_edits"  # the notes whose person's version this run hands to the model
 

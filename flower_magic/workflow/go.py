@@ -9,14 +9,18 @@ anything is written (a second run on the same directory is refused there); ``mak
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from flower_magic.core.errors import UserError, check_dir, check_files, has_credentials
 from flower_magic.core.handoff import WINDOW_1M_TOKENS, default_window
-from flower_magic.workflow.phrases import pick_lang
+from flower_magic.core.rundir import RunDir
+from flower_magic.core.words import LANGS, pick_lang, pick_lang_or_default, say
 
 if TYPE_CHECKING:
+    from flower_magic.core.rundir import Snapshot
     from flower_magic.core.runlock import RunLock
     from flower_magic.workflow.starter import Starter
 
@@ -37,7 +41,7 @@ PROMPT_OVERHEAD_TOKENS = 50_000
 MAX_TASK_CHARS = (WINDOW_1M_TOKENS - PROMPT_OVERHEAD_TOKENS) * CLI_CHARS_PER_TOKEN
 
 
-class GoError(ValueError):
+class GoError(UserError, ValueError):
     """A mistake in what the person asked for (a bad flag value, a file where a folder should be)."""
 
 
@@ -50,14 +54,18 @@ class TaskTooBig(GoError):
         window_tokens: the context window the limit comes from.
     """
 
-    def __init__(self, size_chars: int, limit_chars: int, window_tokens: int) -> None:
+    def __init__(self, size_chars: int, limit_chars: int, window_tokens: int, lang: str = "") -> None:
         self.size_chars = size_chars
         self.limit_chars = limit_chars
         self.window_tokens = window_tokens
         super().__init__(
-            f"the task is {size_chars:,} characters, more than a model with a {window_tokens:,}-token context "
-            f"can be sent in one prompt (at most {limit_chars:,}); nothing was written. Save it as a file in "
-            'the workspace and name the file instead, e.g. "do what spec.md says"'
+            say(
+                "task_too_big",
+                pick_lang_or_default(lang),
+                size=f"{size_chars:,}",
+                window=f"{window_tokens:,}",
+                limit=f"{limit_chars:,}",
+            )
         )
 
 
@@ -81,8 +89,9 @@ class GoOptions:
 
     Attributes:
         task: the request, or a phrase said at wake ("" = just continue). ``/new`` means ``new``.
-        workspace: the agent's directory.
-        run_dir: sessions.db, manifest.json, lineage.json (relative: to the current directory).
+        workspace: the agent's directory (made absolute by ``check``).
+        run_dir: sessions.db, manifest.json, lineage.json; relative = under the workspace, for every
+            front end (made absolute by ``check``). None = ``runs``.
         rounds: total judged work rounds in this wake (0 and 1 both mean one).
         asks: question quota; negative = unlimited.
         timeout: seconds to wait for an answer; ≤ 0 = never wait (the agent decides itself).
@@ -91,7 +100,7 @@ class GoOptions:
 
     task: str = ""
     workspace: Path = Path(".")
-    run_dir: Path = Path("runs")
+    run_dir: Path | None = None
     new: bool = False
     rounds: int = DEFAULT_ROUNDS
     goal: bool = True
@@ -103,36 +112,66 @@ class GoOptions:
     clarify_only: bool = False
     trim: bool = True
     verbose: bool = False
-    lang: str = "zh"
+    lang: str = ""  # "" = FLOWER_LANG, else zh (check() settles it)
 
     def check(self) -> GoOptions:
-        """Validate and normalise. Raises GoError with one line saying what to change."""
+        """Validate and normalise; reads nothing but the environment. Raises GoError with one line
+        saying what to change (in the language asked for, when that itself is valid)."""
+        try:
+            self.lang = pick_lang(self.lang)
+        except ValueError:
+            raise GoError(
+                say("opt_lang", pick_lang_or_default(), langs="/".join(LANGS), value=repr(self.lang))
+            ) from None
+        lang = self.lang
         self.task = (self.task or "").strip()
         if self.task == NEW_CMD:
             self.task, self.new = "", True
         if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) or self.rounds < 0:
-            raise GoError(f"--rounds must be a whole number ≥ 0, not {self.rounds!r}")
+            raise GoError(say("opt_rounds", lang, value=repr(self.rounds)))
         if isinstance(self.asks, bool) or not isinstance(self.asks, int):
-            raise GoError(f"--asks must be a whole number (negative = unlimited), not {self.asks!r}")
-        if not isinstance(self.timeout, (int, float)) or isinstance(self.timeout, bool) or math.isnan(self.timeout):
-            raise GoError(f"--timeout must be a number of seconds, not {self.timeout!r}")
+            raise GoError(say("opt_asks", lang, value=repr(self.asks)))
+        timeout = self.timeout
+        if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not math.isfinite(timeout):
+            raise GoError(say("opt_timeout", lang, value=repr(timeout)))
         if self.window is not None and (
             isinstance(self.window, bool) or not isinstance(self.window, int) or self.window <= 0
         ):
-            raise GoError(f"--window must be a positive number of tokens (e.g. 200000), not {self.window!r}")
+            raise GoError(say("opt_window", lang, value=repr(self.window)))
         window = self.window or default_window()
         size, limit = cli_chars(self.task), task_limit_chars(window)
         if size > limit:
-            raise TaskTooBig(size, limit, window)
+            raise TaskTooBig(size, limit, window, lang)
+        rd = RunDir.at(self.workspace, self.run_dir)
+        self.workspace, self.run_dir = rd.workspace, rd.path
+        from flower_magic.core.launcher import WATCHDOG_ENV, WATCHDOG_MODES, watchdog_mode
+
         try:
-            self.lang = pick_lang(self.lang)
-        except ValueError as exc:
-            raise GoError(f"--lang: {exc}") from None
-        for label, path in (("workspace (-w)", self.workspace), ("run dir (-r)", self.run_dir)):
-            resolved = Path(path).expanduser()
-            if resolved.exists() and not resolved.is_dir():
-                raise GoError(f"the {label} {resolved} is a file, not a directory")
+            watchdog_mode()
+        except ValueError:
+            choices = ", ".join(WATCHDOG_MODES)
+            value = os.environ.get(WATCHDOG_ENV, "")
+            raise GoError(say("bad_watchdog", lang, value=repr(value), choices=choices)) from None
         return self
+
+    @property
+    def rundir(self) -> RunDir:
+        """The run these options name (after ``check``)."""
+        return RunDir.at(self.workspace, self.run_dir)
+
+    def preflight(self, *, run: bool = True) -> None:
+        """Everything about the machine a run needs, checked before a byte is written: the workspace
+        and the run dir can be (or are) writable directories, the run dir's own files are regular
+        files, and (for a run, not for ``--status``) credentials exist. Raises a ``UserError``."""
+        rd = self.rundir
+        check_dir("workspace", rd.workspace, self.lang)
+        check_dir("run dir", rd.path, self.lang)
+        check_files([rd.sessions_db, rd.lineage, rd.manifest, rd.manifest_lock, rd.run_lock], self.lang)
+        check_files([rd.brief, rd.goal, rd.task], self.lang)
+        if run and not has_credentials():
+            from flower_magic.core.errors import CredentialsError
+
+            raise CredentialsError(self.lang)
 
     @property
     def max_asks(self) -> int | None:
@@ -159,7 +198,14 @@ def hold_run_dir(opts: GoOptions, *, front_end: str) -> RunLock:
     """
     from flower_magic.core.runlock import acquire
 
-    return acquire(opts.run_dir, front_end=front_end, lang=opts.lang)
+    return acquire(opts.rundir.path, front_end=front_end, lang=opts.lang)
+
+
+def snapshot(rundir: RunDir) -> Snapshot:
+    """What ``rundir`` holds, with the work session's context read from sessions.db."""
+    from flower_magic.stores.sqlite import last_context_of
+
+    return rundir.snapshot(context_of=last_context_of)
 
 
 def make_runtime(opts: GoOptions, **kw: Any) -> Any:
@@ -169,7 +215,11 @@ def make_runtime(opts: GoOptions, **kw: Any) -> Any:
     from flower_magic.core.runtime import Runtime
 
     handoff = HandoffPolicy(enabled=opts.handoff, **({"window": opts.window} if opts.window else {}))
-    rt = Runtime(workspace=opts.workspace, run_dir=opts.run_dir, trim=opts.trim, handoff=handoff, **kw)
+    from flower_magic.stores.resume import PruningSessionStore
+
+    rd = opts.rundir
+    store = PruningSessionStore(rd.sessions_db, workspace=rd.workspace, trim=opts.trim, line=handoff.at)
+    rt = Runtime(workspace=rd.workspace, run_dir=rd.path, handoff=handoff, store=store, lang=opts.lang, **kw)
     rt.other_writers = OtherWriters(lang=opts.lang)
     return rt
 

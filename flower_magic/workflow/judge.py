@@ -23,11 +23,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from flower_magic.core import goal as goal_note
 from flower_magic.core.events import Event
-from flower_magic.workflow import goal as goal_note
+from flower_magic.core.goal import Goal
 from flower_magic.workflow.base import Ctx, Step, StepAbort
 from flower_magic.workflow.edits import hand_over, tell, tell_kept
-from flower_magic.workflow.goal import Goal
 from flower_magic.workflow.roles import SET_PROMPT, VERIFY_PROMPT, goal_setter, judge
 from flower_magic.workflow.verdict import ACHIEVED, NOT_YET, UNREACHABLE, Verdict
 

@@ -21,19 +21,21 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from flower_magic.core import brief as brief_note
+from flower_magic.core.brief import WAKE_LABEL, Brief, remarks
 from flower_magic.core.durable import write_atomic
 from flower_magic.core.human import HumanChannel
 from flower_magic.core.lineage import Lineage
 from flower_magic.core.note import read_note
 from flower_magic.core.project import project_key
-from flower_magic.core.wake import BRIEF_NAME, GOAL_NAME, TASK_NAME, WORK_STEP, notes_dir, saved_task
-from flower_magic.workflow import brief as brief_note
+from flower_magic.core.rundir import WORK_STEP, RunDir
+from flower_magic.core.words import say
 from flower_magic.workflow.base import Ctx, Step, Workflow
-from flower_magic.workflow.brief import WAKE_LABEL, Brief, remarks
 from flower_magic.workflow.clarify import BRIEF_EDITED_KEY, clarify_step
 from flower_magic.workflow.clarify import STEP_NAME as CLARIFY_STEP
 from flower_magic.workflow.edits import taken_in
@@ -169,33 +171,31 @@ def _taking_in(step: Step) -> Step:
     return dataclasses.replace(step, reduce=reduced)
 
 
-def unfinished_clarification(workspace: str | Path, run_dir: str | Path) -> bool:
+def unfinished_clarification(workspace: str | Path, run_dir: str | Path | None = None) -> bool:
     """A clarification was cut short here: no complete brief, but a person wrote 需求.md by hand, the
     request is on disk (``诉求.md``), or lineage names the clarifier's session and sessions.db holds
     it, so ``flower`` with nothing said can continue it. Read-only."""
-    ws = Path(workspace).expanduser().resolve()
-    now = brief_note.read(notes_dir(ws) / BRIEF_NAME)
+    rd = RunDir.at(workspace, run_dir)
+    now = brief_note.read(rd.brief)
     brief = Brief.parse(now.text) if now.text is not None else None
     if brief is not None and brief.complete():
         return False
     if now.is_edited and (now.text or "").strip():
         return True  # a person's own 需求.md, not yet four sections: the clarifier picks it up
-    if saved_task(ws):
+    if rd.saved_task():
         return True  # the request is on disk: a run killed before its session held it starts again
-    run = Path(run_dir).expanduser().resolve()
-    sid = Lineage.open(run, ws).steps.get(CLARIFY_STEP)
-    db = run / "sessions.db"
-    if not sid or not db.is_file():
+    sid = Lineage.open(rd.path, rd.workspace).steps.get(CLARIFY_STEP)
+    if not sid or not rd.sessions_db.is_file():
         return False
     from flower_magic.stores.sqlite import SqliteSessionStore
 
     try:
-        store = SqliteSessionStore(db, readonly=True)
+        store = SqliteSessionStore(rd.sessions_db, readonly=True)
     except (OSError, ValueError):
         return False
     try:
-        return store.has_session(project_key(ws), sid)
-    except Exception:
+        return store.has_session(project_key(rd.workspace), sid)
+    except sqlite3.DatabaseError:
         return False
     finally:
         store.close()
@@ -205,7 +205,7 @@ def starter_flow(
     ask: str,
     *,
     workspace: str | Path = ".",
-    run_dir: str | Path = "runs",
+    run_dir: str | Path | None = None,
     new: bool = False,
     clarify_only: bool = False,
     goal: bool = True,
@@ -230,25 +230,29 @@ def starter_flow(
 
     Raises:
         NoTaskError: ``ask`` is empty and there is nothing to continue (no confirmed brief, no
-            clarification cut short).
+            clarification cut short). Raised before anything is written.
     """
+    # Plan: read and decide everything first; a mistake leaves the directory byte-identical.
     ask = (ask or "").strip()
-    ws = Path(workspace).expanduser().resolve()
-    notes = notes_dir(ws)
-    brief_path, goal_path = notes / BRIEF_NAME, notes / GOAL_NAME
-    task_path = notes / TASK_NAME
-    archived: Path | None = None
-    if new:
-        lineage = Lineage.open(Path(run_dir).expanduser().resolve(), ws)
-        archived = lineage.archive(notes / "archive", extra=[brief_path, goal_path, task_path])
-    brief = Brief.load(brief_path)
+    rd = RunDir.at(workspace, run_dir)
+    notes, brief_path, goal_path, task_path = rd.notes, rd.brief, rd.goal, rd.task
+    brief = None if new else Brief.load(brief_path)
     waking = brief is not None and brief.complete()
     if not waking:
         # A request cut short before its brief: what is said now adds to it, it does not replace it.
-        earlier = saved_task(ws)
+        earlier = "" if new else rd.saved_task()
         ask = f"{earlier}\n\n{ask}" if ask and earlier and ask not in earlier else ask or earlier
-    if not waking and not ask and not unfinished_clarification(ws, run_dir):
-        raise NoTaskError("要给一句诉求,例如 flower '帮我做一个 X'")
+    if not waking and not ask and (new or not unfinished_clarification(rd.workspace, rd.path)):
+        raise NoTaskError(say("need_ask", lang))
+    said = ask if waking else ""
+    brief_text = (read_note(brief_path) or "") if waking else ""
+    amend = bool(said) and said not in brief_text
+
+    # Apply.
+    archived: Path | None = None
+    if new:
+        lineage = Lineage.open(rd.path, rd.workspace)
+        archived = lineage.archive(rd.archive, extra=[brief_path, goal_path, task_path])
     notes.mkdir(parents=True, exist_ok=True)
     if not waking and ask:
         # On disk before any session exists: a kill in the first seconds keeps what was asked.
@@ -256,9 +260,7 @@ def starter_flow(
     channel = HumanChannel(
         on_event=on_event, max_asks=max_asks, timeout_s=timeout_s, log_path=notes / LOG_NAME, amend_path=brief_path
     )
-    said = ask if waking else ""
-    brief_text = read_note(brief_path) or ""
-    amended = bool(said) and said not in brief_text and channel.amend(said, label=WAKE_LABEL)
+    amended = amend and channel.amend(said, label=WAKE_LABEL)
 
     steps: list[Step] = [clarify_step(channel, brief_path=brief_path, prompt=ask, instructions=instructions, lang=lang)]
     if not clarify_only:

@@ -15,8 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from flower_magic.core.goal import list_items
 from flower_magic.core.sections import read_sections
-from flower_magic.workflow.goal import list_items
 
 ACHIEVED = "achieved"
 NOT_YET = "not_yet"

@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from flower_magic.core.entries import is_made_up
 from flower_magic.core.project import local_transcript, project_key
-from flower_magic.stores.chain import is_made_up
 
 LOCAL_ONLY_TYPES = frozenset({"api-request", "api-request-shape", "api-request-blob"})  # never mirrored
 RESUME_DIR_GLOB = "claude-resume-*"

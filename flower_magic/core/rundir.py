@@ -1,0 +1,201 @@
+"""The run directory's owner: where a workspace's run lives, every file name in it, and what it holds.
+
+A workspace ``W`` (the agent's folder: the notebook's, or ``flower -w``) and its run dir ``R``
+(``W/runs`` by default). A relative run dir is under the workspace for every front end alike — the
+magic, the ``flower`` command, the panel and the Python API — so ``flower -r rel`` and
+``%flower -r rel`` name the same folder for the same workspace.
+
+Guarantees:
+    - ``RunDir.at`` only computes paths (absolute, ``~`` expanded); it reads and writes nothing.
+    - ``RunDir.snapshot`` reads, never writes, never raises for a missing or unreadable file, and
+      never imports the SDK: it is what the wake banner, ``--status``, the ``flower`` command, the
+      panel and the default workflow all read.
+    - Every file name of a run is spelled here (or, for the two files with their own module, in
+      ``core.lineage`` and ``core.manifest``, and named here from there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from flower_magic.core import lineage as lineage_file
+from flower_magic.core import manifest as manifest_file
+
+DEFAULT_RUN_DIR = "runs"
+SESSIONS_DB = "sessions.db"
+RUN_LOCK = "run.lock"
+WORKBENCH_DIRNAME = ".flower"
+NOTES_DIRNAME = "notes"
+ARCHIVE_DIRNAME = "archive"
+SPILL_DIRNAME = "spill"
+BRIEF_NAME = "需求.md"
+GOAL_NAME = "目标.md"
+# The request exactly as the person said it, written before anything else runs: a process killed in
+# its first seconds (before the clarifier's session holds the prompt) must not lose what was asked.
+TASK_NAME = "诉求.md"
+TASK_MAX_READ_BYTES = 16 * 1024 * 1024  # far past the largest task a model can take (workflow/go.py)
+WORK_STEP = "干活"
+
+
+def notes_dir(workspace: str | Path) -> Path:
+    """``<workspace>/.flower/notes``: the frozen brief and goal, hand-offs, the Q&A log, archives."""
+    return Path(workspace).expanduser().resolve() / WORKBENCH_DIRNAME / NOTES_DIRNAME
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """A workspace and its run dir, both absolute.
+
+    Attributes:
+        workspace: the agent's folder.
+        path: the run dir (sessions.db, manifest.json, lineage.json, the locks).
+    """
+
+    workspace: Path
+    path: Path
+
+    @classmethod
+    def at(cls, workspace: str | Path = ".", run_dir: str | Path | None = None) -> RunDir:
+        """The run of ``workspace``; ``run_dir`` relative to it (None or "" = ``runs``)."""
+        ws = Path(workspace).expanduser().resolve()
+        chosen = Path(run_dir or DEFAULT_RUN_DIR).expanduser()
+        return cls(ws, (chosen if chosen.is_absolute() else ws / chosen).resolve())
+
+    # -- the run dir's files ------------------------------------------------------------------------
+
+    @property
+    def sessions_db(self) -> Path:
+        return self.path / SESSIONS_DB
+
+    @property
+    def lineage(self) -> Path:
+        return self.path / lineage_file.FILENAME
+
+    @property
+    def manifest(self) -> Path:
+        return self.path / manifest_file.MANIFEST
+
+    @property
+    def manifest_lock(self) -> Path:
+        return self.path / manifest_file.LOCK
+
+    @property
+    def run_lock(self) -> Path:
+        return self.path / RUN_LOCK
+
+    # -- the workspace's notes ----------------------------------------------------------------------
+
+    @property
+    def notes(self) -> Path:
+        return self.workspace / WORKBENCH_DIRNAME / NOTES_DIRNAME
+
+    @property
+    def brief(self) -> Path:
+        return self.notes / BRIEF_NAME
+
+    @property
+    def goal(self) -> Path:
+        return self.notes / GOAL_NAME
+
+    @property
+    def task(self) -> Path:
+        return self.notes / TASK_NAME
+
+    @property
+    def archive(self) -> Path:
+        return self.notes / ARCHIVE_DIRNAME
+
+    @property
+    def spill(self) -> Path:
+        return self.workspace / WORKBENCH_DIRNAME / SPILL_DIRNAME
+
+    # -- what it holds ------------------------------------------------------------------------------
+
+    def saved_task(self) -> str:
+        """The request last said here (``诉求.md``), or "" if none can be read."""
+        try:
+            if not self.task.is_file():
+                return ""
+            with self.task.open("rb") as fh:
+                return fh.read(TASK_MAX_READ_BYTES).decode("utf-8", errors="replace").strip()
+        except OSError:
+            return ""
+
+    def snapshot(self, *, context_of: Callable[[RunDir, str], int] | None = None) -> Snapshot:
+        """What this run would wake up to, read without writing a byte.
+
+        Args:
+            context_of: the last context size (tokens) of a session, from wherever its transcript is
+                stored (a front end passes the store's reader; core cannot import stores).
+        """
+        from flower_magic.core.brief import Brief
+        from flower_magic.core.goal import Goal
+
+        brief = Brief.load(self.brief)
+        goal = Goal.load(self.goal)
+        lin = lineage_file.Lineage.open(self.path, self.workspace)
+        work = lin.steps.get(WORK_STEP)
+        context = 0
+        if work and context_of is not None:
+            try:
+                context = int(context_of(self, work))
+            except Exception:
+                context = 0
+        return Snapshot(
+            rundir=self,
+            waking=bool(brief is not None and brief.complete()),
+            checks=len(goal.checks) if goal is not None else 0,
+            woke=lin.woke,
+            steps=dict(lin.steps),
+            problem=lin.problem,
+            work_context=context,
+            task=self.saved_task(),
+        )
+
+
+def wake_state(workspace: str | Path = ".", *, run_dir: str | Path | None = None) -> Snapshot:
+    """What a run in ``workspace`` would wake up to (``run_dir`` relative to it), read without writing.
+
+    The Python API's name for ``RunDir.at(workspace, run_dir).snapshot()`` (the work session's context
+    is not read here: that needs the store).
+    """
+    return RunDir.at(workspace, run_dir).snapshot()
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What a run dir holds, read once: the facts behind the wake banner, ``--status`` and the panel.
+
+    Attributes:
+        rundir: where it was read.
+        waking: a confirmed (complete) brief exists: the next run continues, it does not start.
+        checks: goal checks in 目标.md (0 when there is none).
+        woke: wakes so far (lineage's count; the next run is ``woke + 1``).
+        steps: step name -> session id (lineage).
+        problem: why lineage.json cannot be used (the next run keeps it aside), else None.
+        work_context: the work session's last context size in tokens (0 when unknown).
+        task: the request as last said (``诉求.md``), "" when none.
+    """
+
+    rundir: RunDir
+    waking: bool = False
+    checks: int = 0
+    woke: int = 0
+    steps: dict[str, str] = field(default_factory=dict)
+    problem: str | None = None
+    work_context: int = 0
+    task: str = ""
+
+    @property
+    def workspace(self) -> Path:
+        return self.rundir.workspace
+
+    @property
+    def brief(self) -> Path:
+        return self.rundir.brief
+
+    @property
+    def goal(self) -> Path:
+        return self.rundir.goal

@@ -1,0 +1,404 @@
+"""Every word flower itself says, in ``zh`` and ``en``: the phrase tables, and the few helpers that
+turn facts into words (token counts, waits, paths, who holds a run dir).
+
+Chinese by default, as the original; English with ``lang="en"`` (``--lang en``, ``FLOWER_LANG=en``,
+``%config FlowerMagics.lang = "en"``). Step names and file names are data and stay as they are.
+
+The engine (``core``) and every front end read their words here; nothing that a person reads is
+spelled anywhere else (a test holds it). Both tables have the same keys (a test holds that too).
+"""
+
+from __future__ import annotations
+
+import os
+import unicodedata
+from collections.abc import Mapping
+from pathlib import Path, PurePath, PureWindowsPath
+from typing import Any
+
+LANGS = ("zh", "en")
+
+_TEXTS: dict[str, dict[str, str]] = {
+    "zh": {
+        "wake_head": "<- 在 {where} 接上上次",
+        "brief_ok": "需求已确认",
+        "goals": "目标 {n} 条",
+        "work_ctx": "干活上下文 {ctx}",
+        "wake_n": "第 {n} 次唤醒",
+        "carried": "<- 接上次",
+        "ask_fresh": "要做什么?",
+        "ask_fresh_hint": " 一句话就够,回车开始(Ctrl-C 退出)",
+        "ask_wake": "接着上次?",
+        "ask_wake_hint": " 直接回车 = 接着做;也可以说点新的;/new = 重开一件事(Ctrl-C 退出)",
+        "empty_ask": '诉求是空的。直接 `flower` 然后按提示输入,或者 flower "帮我做一个 X"。',
+        "need_ask": "要给一句诉求,例如 flower '帮我做一个 X'",
+        "cancelled": "已取消",
+        "done": "完成",
+        "failed": "失败",
+        "result": "{turns} 轮 · ${cost:.4f} · 用时 {elapsed}",
+        "status": "上下文 {ctx} · 累计 ${cost:.2f} · {elapsed}",
+        "round": "第 {n}/{total} 轮",
+        "total": "总花费 ${cost:.4f} · 清单 {manifest}",
+        "aborted": "在步骤 '{step}' 中止",
+        "too_big": "! 智能体的一条消息超过 {limit},flower 读不下,这一步停在这里(会话还在)。{cmd} 接着做;"
+        '要写大数据就让它分成小文件:{cmd} "数据分成几个小于 10 MB 的文件写"',
+        "handoff_head": "上下文 {ctx}/{window}K —— 写交接准备换代",
+        "handoff_degraded": "交接没写成,用了降级版本 —— 接手的人会自己去现场看",
+        "handoff_doing": "现在在做",
+        "handoff_decided": "已定的事",
+        "handoff_deadends": "走不通的",
+        "handoff_next": "下一步",
+        "handoff_path": "<- 交接写在 {path}",
+        "handoff_new": "<- 新会话接手,上下文从 {ctx} 重新开始",
+        "handoff_near": "上下文 {ctx},接近交接线 {at}",
+        "handoff_squeezed": "上下文 {ctx} 到了交接线 {at}:{n} 个大的工具结果原样存进了 .flower/spill/,"
+        "原会话接着做(不换会话)",
+        "stop_result_too_big": "! 一个工具结果({tool})约 {result} tokens,加上会话起步的 {floor},越过了交接线 {line}"
+        "(窗口 {window}):换新会话也还得带着它,所以停下了。让它分段读(Read 的 offset/limit,或 Grep 只找需要的),"
+        "或者把窗口设成模型真实的大小:{cmd} --window <真实窗口>",
+        "stop_window_too_small": "! 一个新会话光起步(系统提示、工具说明和交接)就要 {floor},已经越过交接线 {line}"
+        "(窗口 {window}):换多少代会话都一样,所以停下了。把窗口设成模型真实的大小:{cmd} --window <真实窗口>,"
+        "或者 {cmd} --no-handoff",
+        "interrupted": "! 已打断这一轮。正在跑的 subagent 会丢掉半成品。",
+        "interrupt_say": "  要说什么?(直接回车 = 什么都不说,接着跑;再按一次 Ctrl+C = 退出)",
+        "pending_asks": "  (有 {n} 个提问还等着,打断不影响它们)",
+        "no_tty": "! 标准输入不是终端,没人能回答提问。想让它自己判断就加 --timeout 0",
+        "received": "+ 收到 (它下次查收件箱时会看到;已追加进确认书)",
+        "received_no_brief": "+ 收到 (它下次查收件箱时会看到;没有确认书可落盘 —— 它可能活不过下一个步骤)",
+        "continue_hint": '用 %flower 接着做,%flower "一句话" 带上新要求,%flower --new "另一件事" 重开。',
+        "question": "? {question}",
+        "archived": "<- 旧的需求、目标和会话谱系已归档到 {path}",
+        "unverifiable": "目标里有 {n}/{total} 条在这个环境里验不了 —— 判定时它们必然过不去。现在改 {path} 还来得及:",
+        "note_edited": "{name} 你改过了 —— 这次照你改的来,原文已交给 agent",
+        "note_kept": "你改过的 {name} 已原样另存为 {aside};agent 拿到了你的原文,新的 {name} 照你说的写",
+        "note_kept_unreadable": "{name} 读不了(不是 UTF-8 / UTF-16 / GB18030 文本),已原样另存为 {aside}",
+        "verdict_pass": "通过",
+        "verdict_fail": "未通过",
+        "verdict_none": "未判定",
+        "run_locked": "{path} 正被另一个 flower 使用:进程 {pid}({front},{host}),{since} 起,当前步骤「{step}」。"
+        "等它跑完,或者停掉它:{stop},或 kill {pid}。",
+        "run_locked_unknown": "{path} 正被另一个进程使用(读不到是谁)。等它跑完再运行。",
+        "run_locked_no_step": "还没开始",
+        "front_notebook": "笔记本",
+        "front_terminal": "终端",
+        "front_api": "Python 脚本",
+        "stop_notebook": "在那个笔记本里中断内核(■)",
+        "stop_terminal": "在那个终端按 Ctrl-C",
+        "stop_api": "停掉那个脚本",
+        "writer_pids": "claude 进程 {pids}",
+        "writer_file": "{name} 还在变",
+        "writer_kill": "kill {pids}",
+        "writer_stop": "停掉在写它的程序",
+        "foreign_wait": "会话 {sid} 还有别人在写({who}),等它停下(最多 {wait})",
+        "session_busy": "会话 {sid} 还在被别人写({who}),等了 {wait} 也没停;为了不让两个 agent 写同一个会话,"
+        "这一步停下了。等它结束(或 {stop})再运行。",
+        "seconds": "{n} 秒",
+        "minutes": "{n} 分钟",
+        # the notebook's own lines (goal list, --status, the live view)
+        "earlier": "… 前面还有 {n} 条(完整记录在会话和 manifest.json 里)",
+        "waiting": "  > 等待回答…",
+        "goal_summary": "通过 {passed} · 未通过 {failed} · 未判定 {pending}",
+        "no_goal": "还没有目标(目标.md 在设定目标这一步写出)",
+        "verdict": "判定 #{round}: {state}",
+        "state_achieved": "达成",
+        "state_not_yet": "未达成",
+        "state_unreachable": "无法达成",
+        "state_unclear": "没有明确结论",
+        "fresh": '- {where}: 还没有确认过的需求,%flower "一句话" 开始',
+        "no_rows": "- manifest.json 里还没有记录",
+        "rows_head": "最近 {n}/{total} 步",
+        "rows_total": "共 {steps} 步 · {turns} 轮 · ${cost:.4f} · 用时 {elapsed} · 重试 {retries} · 交接 {handoffs}",
+        "col_step": "步骤",
+        "col_ok": "结果",
+        "col_cost": "花费",
+        "col_turns": "轮",
+        "col_time": "用时",
+        "col_attempts": "尝试",
+        "col_resumed": "接上次",
+        "col_handoffs": "交接",
+        "col_context": "上下文",
+        "col_error": "原因",
+        "yes": "是",
+        "no_credentials": "没有 Anthropic 凭据。设置 ANTHROPIC_API_KEY(网关用 ANTHROPIC_AUTH_TOKEN 加 ANTHROPIC_BASE_URL),或者先运行一次 `claude login`。",
+        "path_unusable": "{path} 不能用作{role}:{reason}。换一个目录({flag})。",
+        "role_workspace": "工作区",
+        "role_run_dir": "运行目录",
+        "reason_file": "它是一个文件,不是目录",
+        "reason_under_file": "{parent} 是一个文件",
+        "reason_not_writable": "没有写权限",
+        "reason_read_only": "它所在的文件系统是只读的",
+        "not_a_file": "{path} 不是普通文件(是{kind}),flower 用不了;把它挪走再运行",
+        "kind_dir": "目录",
+        "kind_fifo": "命名管道",
+        "kind_other": "特殊文件",
+        "opt_rounds": "--rounds 要一个 ≥ 0 的整数,不是 {value}",
+        "opt_asks": "--asks 要一个整数(负数 = 不限),不是 {value}",
+        "opt_timeout": "--timeout 要一个秒数(≤0 = 不等,直接让它自己判断),不是 {value}",
+        "opt_window": "--window 要一个正的 token 数(比如 200000),不是 {value}",
+        "opt_lang": "--lang 只能是 {langs},不是 {value}",
+        "task_too_big": "这个诉求有 {size} 个字符,超过了 {window} token 上下文的模型一次能收下的上限({limit});什么都没写。把它存成工作区里的一个文件,然后说「照 spec.md 做」之类的话。",
+        "both_task_and_body": "%%flower:诉求写在 %%flower 那一行或者单元格里,二选一",
+        "bad_quotes": "%flower:读不懂这些参数:{error}",
+        "unreadable_next": "! {what} 用不了({why}):这次运行会把它另存一份,再从头开始",
+        "network_fs": "! {run_dir} 在网络文件系统上({fstype})。flower 在这里用回滚日志(rollback journal)而不是 WAL 写 "
+        "sessions.db:写得慢一些,别的电脑上读它的人要等写完;这里的文件锁也可能管不到别的电脑,两台电脑同时在这个运行"
+        "目录里跑 flower 不会被拦住。想避开这些:用 -r 把运行目录放到本机自己的磁盘上(不在 {point} 下面)。",
+        "bad_watchdog": "FLOWER_WATCHDOG={value} 不认识,可选:{choices}。"
+        "不设它(auto)就好,或者设 FLOWER_WATCHDOG=portable",
+    },
+    "en": {
+        "wake_head": "<- picking up in {where}",
+        "brief_ok": "brief confirmed",
+        "goals": "{n} goals",
+        "work_ctx": "work context {ctx}",
+        "wake_n": "wake #{n}",
+        "carried": "<- continuing",
+        "ask_fresh": "What should it do?",
+        "ask_fresh_hint": " one sentence is enough; Enter to start (Ctrl-C to quit)",
+        "ask_wake": "Continue from last time?",
+        "ask_wake_hint": " Enter = keep going; or say something new; /new = start something else (Ctrl-C to quit)",
+        "empty_ask": 'Nothing to do: the request is empty. Run `flower` and type it, or flower "build me an X".',
+        "need_ask": "Say what to do, e.g. flower 'build me an X'",
+        "cancelled": "cancelled",
+        "done": "done",
+        "failed": "failed",
+        "result": "{turns} turns · ${cost:.4f} · {elapsed}",
+        "status": "context {ctx} · total ${cost:.2f} · {elapsed}",
+        "round": "round {n}/{total}",
+        "total": "total ${cost:.4f} · manifest {manifest}",
+        "aborted": "stopped in step '{step}'",
+        "too_big": "! One message from the agent was over {limit}, more than flower reads; the step stopped here "
+        '(its session is kept). {cmd} continues; for large data ask for small files: {cmd} "write the data in '
+        'files under 10 MB"',
+        "handoff_head": "context {ctx}/{window}K — writing a hand-off before a new session takes over",
+        "handoff_degraded": "no hand-off could be written; a stand-in was used — the successor will inspect the scene",
+        "handoff_doing": "doing",
+        "handoff_decided": "decided",
+        "handoff_deadends": "dead ends",
+        "handoff_next": "next",
+        "handoff_path": "<- hand-off written to {path}",
+        "handoff_new": "<- a new session takes over; context starts again from {ctx}",
+        "handoff_near": "context {ctx}, near the hand-off line {at}",
+        "handoff_squeezed": "context {ctx} reached the hand-off line {at}: {n} large tool results were saved, as they "
+        "were, in .flower/spill/; the same session carries on (no new session)",
+        "stop_result_too_big": "! one tool result ({tool}) of about {result} tokens, with the session's start-up of "
+        "{floor}, is over the hand-off line {line} (window {window}): a new session would have to carry it too, so "
+        "the step stopped. Have it read in parts (Read with offset/limit, or Grep for what it needs), or set the "
+        "model's real window: {cmd} --window <real window>",
+        "stop_window_too_small": "! a fresh session already needs {floor} to start (system prompt, tools, the "
+        "hand-off), over the hand-off line {line} (window {window}): every new session would stop the same way, "
+        "so the step stopped. Set the model's real window: {cmd} --window <real window>, or {cmd} --no-handoff",
+        "interrupted": "! Interrupted this round. Subagents that were running lose their unfinished work.",
+        "interrupt_say": "  Anything to say? (Enter = nothing, keep going; Ctrl+C again = quit)",
+        "pending_asks": "  ({n} questions are still waiting; the interrupt does not affect them)",
+        "no_tty": "! stdin is not a terminal: nobody can answer questions. Add --timeout 0 to let it decide.",
+        "received": "+ received (it sees this the next time it checks its inbox; appended to the brief)",
+        "received_no_brief": "+ received (it sees this at its next inbox check; no brief to keep it in)",
+        "continue_hint": '%flower continues, %flower "a sentence" adds a request, %flower --new "other" starts over.',
+        "question": "? {question}",
+        "archived": "<- the old brief, goals and lineage were archived to {path}",
+        "unverifiable": "{n}/{total} checks cannot be verified here — the judge can never pass them. Edit {path} now:",
+        "note_edited": "{name} was edited by hand — this run goes by your version; the agent got it as you wrote it",
+        "note_kept": "your edited {name} is kept, as it was, in {aside}; the agent got your text to keep",
+        "note_kept_unreadable": "{name} could not be read (not UTF-8, UTF-16 or GB18030); kept as it was in {aside}",
+        "verdict_pass": "passed",
+        "verdict_fail": "failed",
+        "verdict_none": "not judged yet",
+        "run_locked": "{path} is in use by another flower: pid {pid} ({front}, {host}) since {since}, step {step}. "
+        "Wait for it to finish, or stop it: {stop}, or kill {pid}.",
+        "run_locked_unknown": "{path} is in use by another process (who holds it could not be read). "
+        "Wait for it to finish, then run again.",
+        "run_locked_no_step": "(starting)",
+        "front_notebook": "notebook",
+        "front_terminal": "terminal",
+        "front_api": "Python API",
+        "stop_notebook": "interrupt that notebook's kernel (■)",
+        "stop_terminal": "press Ctrl-C in that terminal",
+        "stop_api": "stop that script",
+        "writer_pids": "claude pid {pids}",
+        "writer_file": "{name} keeps changing",
+        "writer_kill": "kill {pids}",
+        "writer_stop": "stop whatever writes it",
+        "foreign_wait": "someone else is still writing session {sid} ({who}); "
+        "waiting for it to go quiet (up to {wait})",
+        "session_busy": "someone else is still writing session {sid} ({who}) after {wait}; the step stopped so that "
+        "two agents never write one session. Wait for it to end (or {stop}), then run again.",
+        "seconds": "{n} s",
+        "minutes": "{n} min",
+        # the notebook's own lines (goal list, --status, the live view)
+        "earlier": "… {n} earlier entries (the full record is in the session and manifest.json)",
+        "waiting": "  > waiting for an answer…",
+        "goal_summary": "passed {passed} · failed {failed} · not judged yet {pending}",
+        "no_goal": "no goal yet (目标.md is written by the goal step)",
+        "verdict": "verdict #{round}: {state}",
+        "state_achieved": "achieved",
+        "state_not_yet": "not yet",
+        "state_unreachable": "unreachable",
+        "state_unclear": "unclear",
+        "fresh": '- {where}: no confirmed brief yet; %flower "a sentence" starts one',
+        "no_rows": "- no steps in manifest.json yet",
+        "rows_head": "latest {n}/{total} steps",
+        "rows_total": (
+            "{steps} steps · {turns} turns · ${cost:.4f} · {elapsed} · retries {retries} · hand-offs {handoffs}"
+        ),
+        "col_step": "step",
+        "col_ok": "ok",
+        "col_cost": "cost",
+        "col_turns": "turns",
+        "col_time": "time",
+        "col_attempts": "attempts",
+        "col_resumed": "resumed",
+        "col_handoffs": "hand-offs",
+        "col_context": "context",
+        "col_error": "why",
+        "yes": "yes",
+        "no_credentials": "No Anthropic credentials found. Set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN with ANTHROPIC_BASE_URL for a gateway), or log in once with `claude login`.",
+        "path_unusable": "Cannot use {path} as the {role}: {reason}. Choose another directory ({flag}).",
+        "role_workspace": "workspace",
+        "role_run_dir": "run dir",
+        "reason_file": "it is a file, not a directory",
+        "reason_under_file": "{parent} is a file",
+        "reason_not_writable": "it is not writable",
+        "reason_read_only": "its filesystem is read-only",
+        "not_a_file": "{path} is not a regular file (it is a {kind}), so flower cannot use it; move it away and run again",
+        "kind_dir": "directory",
+        "kind_fifo": "named pipe",
+        "kind_other": "special file",
+        "opt_rounds": "--rounds must be a whole number ≥ 0, not {value}",
+        "opt_asks": "--asks must be a whole number (negative = unlimited), not {value}",
+        "opt_timeout": "--timeout must be a number of seconds (≤0 = never wait: the agent decides), not {value}",
+        "opt_window": "--window must be a positive number of tokens (e.g. 200000), not {value}",
+        "opt_lang": "--lang must be one of {langs}, not {value}",
+        "task_too_big": 'the task is {size} characters, more than a model with a {window}-token context can be sent in one prompt (at most {limit}); nothing was written. Save it as a file in the workspace and name the file instead, e.g. "do what spec.md says".',
+        "both_task_and_body": "%%flower: put the task either on the %%flower line or in the cell body, not both",
+        "bad_quotes": "%flower: cannot read the arguments: {error}",
+        "unreadable_next": "! {what} cannot be used ({why}): this run keeps it aside and starts fresh",
+        "network_fs": "! {run_dir} is on a network filesystem ({fstype}). flower keeps sessions.db there with a "
+        "rollback journal instead of WAL: writes are slower, and a reader on another computer waits while one is "
+        "written. File locks there may not reach other computers either, so two computers running flower in this "
+        "run dir at once are not kept apart. To avoid both, keep the run dir on this computer's own disk: -r with a "
+        "folder that is not under {point}.",
+        "bad_watchdog": "FLOWER_WATCHDOG={value} is not one of {choices}; unset it (auto) or set e.g. "
+        "FLOWER_WATCHDOG=portable",
+    },
+}
+
+
+def pick_lang(value: str | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """``value`` if given, else ``FLOWER_LANG``, else ``zh``. Raises ValueError for other languages."""
+    env = os.environ if environ is None else environ
+    lang = (value or env.get("FLOWER_LANG") or "zh").strip().lower()
+    if lang not in LANGS:
+        raise ValueError(f"unknown language {lang!r}; choose one of: {', '.join(LANGS)}")
+    return lang
+
+
+def pick_lang_or_default(value: str | None = None) -> str:
+    """``pick_lang`` that never raises: an unknown language (already reported elsewhere) reads as zh."""
+    try:
+        return pick_lang(value)
+    except ValueError:
+        return "zh"
+
+
+def say(key: str, lang: str = "zh", **fields: Any) -> str:
+    """One phrase in ``lang``, with its fields filled in."""
+    return _TEXTS.get(lang, _TEXTS["zh"])[key].format(**fields)
+
+
+def human_tokens(n: int) -> str:
+    """``80.2K`` for 80,200 tokens; plain digits under a thousand."""
+    return f"{n / 1000:.1f}K" if n >= 1000 else str(n)
+
+
+def human_elapsed(seconds: float) -> str:
+    """``m:ss`` under an hour, ``h:mm:ss`` after."""
+    s = int(max(0, seconds))
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+
+
+def short_path(path: str | Path, home: str | None = None) -> str:
+    """``~/x/y`` for a path under the home directory, else the absolute path."""
+    text = str(Path(path).expanduser().resolve())
+    return tilde(text, home if home is not None else os.path.expanduser("~"), PurePath)
+
+
+def tilde(text: str, home: str, kind: type[PurePath] = PurePath) -> str:
+    """``text`` with the home directory shown as ``~`` (``~\\x`` on Windows); as it is elsewhere.
+
+    ``kind`` is the path flavour (``PureWindowsPath``: drive letters and backslashes, any case).
+    """
+    path, root = kind(text), kind(home) if home else None
+    if root is None or root == kind(root.anchor):
+        return text  # no home, or a home at the root of a drive: every path would be "under" it
+    if path == root:
+        return "~"
+    try:
+        rest = path.relative_to(root)
+    except ValueError:
+        return text
+    return "~" + ("\\" if isinstance(path, PureWindowsPath) else "/") + str(rest)
+
+
+def cols(text: str) -> int:
+    """Display columns: East Asian wide, full-width and ambiguous characters take two."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WFA" else 1 for ch in text)
+
+
+def wait_words(seconds: float, lang: str = "zh") -> str:
+    """``45 秒`` / ``3 分钟`` (``45 s`` / ``3 min``): a wait, for people."""
+    if seconds < 60:
+        return say("seconds", lang, n=f"{seconds:.0f}")
+    return say("minutes", lang, n=f"{seconds / 60:.0f}")
+
+
+def run_locked_line(
+    path: Path, *, pid: int | None, host: str, since: str, step: str, front_end: str, lang: str = "zh"
+) -> str:
+    """The one line a refused ``%flower`` / ``flower`` prints: who holds the run dir and what to do.
+
+    Args:
+        path: the lock file (``<run_dir>/run.lock``); the line names its run dir.
+    """
+    where = str(Path(path).parent)
+    if pid is None:
+        return say("run_locked_unknown", lang, path=where)
+    known = front_end if front_end in ("notebook", "terminal", "api") else "api"
+    return say(
+        "run_locked",
+        lang,
+        path=where,
+        pid=pid,
+        host=host,
+        since=since.replace("T", " "),
+        step=step or say("run_locked_no_step", lang),
+        front=say(f"front_{known}", lang),
+        stop=say(f"stop_{known}", lang),
+    )
+
+
+def _writer_words(path: Path, pids: tuple[int, ...], lang: str) -> tuple[str, str]:
+    listed = " ".join(str(p) for p in pids)
+    if pids:
+        return say("writer_pids", lang, pids=listed), say("writer_kill", lang, pids=listed)
+    return say("writer_file", lang, name=Path(path).name), say("writer_stop", lang)
+
+
+def foreign_wait_line(session_id: str, path: Path, *, pids: tuple[int, ...], wait_s: float, lang: str = "zh") -> str:
+    """The notice while a step waits for someone else to stop writing its session."""
+    who, _ = _writer_words(path, pids, lang)
+    return say("foreign_wait", lang, sid=session_id, who=who, wait=wait_words(wait_s, lang))
+
+
+def session_busy_line(session_id: str, path: Path, *, pids: tuple[int, ...], waited_s: float, lang: str = "zh") -> str:
+    """The error when someone else kept writing the session: the step stopped instead of resuming."""
+    who, stop = _writer_words(path, pids, lang)
+    return say("session_busy", lang, sid=session_id, who=who, wait=wait_words(waited_s, lang), stop=stop)
+
+
+def network_fs_line(run_dir: str | Path, fstype: str, point: str, lang: str = "zh") -> str:
+    """The one notice a run in a run dir on a network filesystem gives: what flower does there and why,
+    and how to avoid it."""
+    return say("network_fs", lang, run_dir=run_dir, fstype=fstype, point=point or run_dir)
