@@ -305,13 +305,14 @@ def test_a_message_past_the_read_limit_is_one_line_saying_what_to_do(lang: str, 
 def test_a_step_that_cannot_fit_says_why_and_what_to_do_in_the_persons_language(
     lang: str, said: str, cause: str
 ) -> None:
-    """Issue 13: the stop names the real cause (one result, or the window) and the flag to change."""
+    """Issue 13: the stop names the real cause (one result, or the window) and the flag to change, in
+    the person's language whatever language the run that stopped wrote its error in."""
     from flower_magic.core.handoff import ContextStop
 
     floor = 12_300 if cause == "window-too-small" else 4_900
     stop = ContextStop(cause, line=10_000, window=40_000, floor=floor, result=7_500, tool="Read")
     v = view(lang=lang)
-    v.on_step(None, FakeResult(ok=False, error=stop.error()))
+    v.on_step(None, FakeResult(ok=False, error=stop.error("zh" if lang == "en" else "en")))
     text = v.bundle()["text/plain"]
     (line,) = [ln for ln in text.splitlines() if said in ln]
     assert "%flower --window" in line and "10.0K" in line and "40.0K" in line

@@ -15,6 +15,7 @@ from flower_magic.core.handoff import (
     HANDOFF_PROMPT,
     RESULT_TOO_BIG,
     SECTIONS,
+    STOP_CMD,
     WINDOW_TOO_SMALL,
     ContextStop,
     Handoff,
@@ -360,6 +361,7 @@ def test_runaway_errors() -> None:
 # --- the prompt -------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("lang", ["zh", "en"])
 @pytest.mark.parametrize(
     "stop",
     [
@@ -368,15 +370,23 @@ def test_runaway_errors() -> None:
         ContextStop(WINDOW_TOO_SMALL, line=10_000, window=40_000, floor=12_345),
     ],
 )
-def test_context_stop_round_trips_through_its_error_text(stop: ContextStop) -> None:
-    text = stop.error()
+def test_context_stop_round_trips_through_its_error_text(stop: ContextStop, lang: str) -> None:
+    """The error text is the phrase in the runtime's language; either reads back as the same stop."""
+    text = stop.error(lang)
     assert ContextStop.parse(text) == stop and is_context_stop(text)
     assert str(stop.line) in text and str(stop.window) in text and str(stop.floor) in text
     assert "--window" in text
     if stop.cause == WINDOW_TOO_SMALL:
-        assert "--no-handoff" in text and "工具结果" not in text
+        assert "--no-handoff" in text and "Read" not in text
     else:
         assert "offset/limit" in text and str(stop.result) in text
+
+
+def test_a_stop_text_with_its_command_spelled_two_ways_is_not_a_stop() -> None:
+    """The window phrase names the command twice; a text where the two differ was not made by it."""
+    text = ContextStop(WINDOW_TOO_SMALL, line=10_000, window=40_000, floor=12_345).error("en")
+    assert text.count(STOP_CMD + " ") == 2
+    assert ContextStop.parse(text.replace(STOP_CMD + " ", "other ", 1)) is None
 
 
 @pytest.mark.parametrize("text", [None, "", "context-full-handoff", generation_cap_error(8, HandoffPolicy())])

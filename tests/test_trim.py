@@ -17,6 +17,7 @@ import pytest
 
 from flower_magic.stores.resume import resume_view
 from flower_magic.stores.trim import (
+    BUDGET_SHARE,
     CHARS_PER_TOKEN,
     REFERENCE_KEEP_RECENT,
     SPILL_POINTER,
@@ -24,6 +25,7 @@ from flower_magic.stores.trim import (
     TrimPolicy,
     budget_for_line,
     expire,
+    sized,
     spill_path,
     trim,
     turn_start,
@@ -407,6 +409,28 @@ def test_what_counts_as_a_turn_in_progress(tail: Entry, in_progress: bool) -> No
     assert (turn_start(session.entries) == 0) == in_progress
 
 
-def test_a_runtime_sizes_the_budget_from_its_hand_off_line() -> None:
-    assert budget_for_line(150_000) == 7_500 and budget_for_line(10_000) == 500
+def test_the_budget_is_a_share_of_the_hand_off_line_unless_a_policy_names_its_own() -> None:
+    """The rule scales with the window; a budget or the count rule given by the caller is kept."""
+    assert budget_for_line(150_000) == 150_000 * BUDGET_SHARE and budget_for_line(750_000) == 5 * budget_for_line(
+        150_000
+    )
+    assert sized(True, 150_000) == TrimPolicy(budget_tokens=budget_for_line(150_000))
+    assert sized(False, 150_000).enabled is False
+    assert sized(TrimPolicy(budget_tokens=123), 150_000).budget_tokens == 123
+    count = TrimPolicy(keep_recent=REFERENCE_KEEP_RECENT)
+    assert sized(count, 150_000) == count and count.budget_tokens is None
     assert TrimPolicy(budget_tokens=100).budget_chars() == 100 * CHARS_PER_TOKEN
+
+
+def test_the_store_sizes_its_budget_from_the_line_it_is_given(tmp_path: Path) -> None:
+    from flower_magic.stores.resume import PruningSessionStore
+
+    small = PruningSessionStore(tmp_path / "a.db", workspace=tmp_path, trim=True, line=10_000)
+    large = PruningSessionStore(tmp_path / "b.db", workspace=tmp_path, trim=True, line=750_000)
+    try:
+        assert small.trim_policy.budget_tokens == budget_for_line(10_000)
+        assert large.trim_policy.budget_tokens == budget_for_line(750_000)
+        assert small.trims and large.trims
+    finally:
+        small.close()
+        large.close()

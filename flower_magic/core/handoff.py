@@ -432,30 +432,25 @@ SQUEEZE_PROMPT = (
     "别的都还在。从刚才停下的地方接着做。"
 )
 
-_STOP_TEXTS = {
-    RESULT_TOO_BIG: (
-        "上下文放不下:一个工具结果({tool})约 {result} tokens,加上会话起步的 {floor} tokens,"
-        "越过了交接线 {line}(窗口 {window})。换新会话也还得带着它,所以这一步停在这里。"
-        "让它分段读(Read 的 offset/limit,或者用 Grep 只找需要的部分),或者把 --window 设成模型真实的窗口。"
-    ),
-    WINDOW_TOO_SMALL: (
-        "上下文放不下:一个新会话光起步(系统提示、工具说明和交接)就要 {floor} tokens,"
-        "已经越过交接线 {line}(窗口 {window})。换多少代会话都一样,所以这一步停在这里。"
-        "把 --window 设成模型真实的窗口,或者加 --no-handoff。"
-    ),
+# The phrase (core/words.py) that names each cause; the error text is that phrase with the raw numbers
+# in the runtime's language, so ``parse`` reads it back in either language.
+_STOP_PHRASES = {RESULT_TOO_BIG: "stop_result_too_big", WINDOW_TOO_SMALL: "stop_window_too_small"}
+_STOP_FIELDS = {
+    "tool": r"[^()()]*",
+    "result": r"\d+",
+    "floor": r"\d+",
+    "line": r"\d+",
+    "window": r"\d+",
+    "cmd": r"[^\s<]+",
 }
-_STOP_RES = {
-    cause: re.compile(
-        "^"
-        + re.escape(text)
-        .replace(re.escape("{tool}"), r"(?P<tool>[^)]*)")
-        .replace(re.escape("{result}"), r"(?P<result>\d+)")
-        .replace(re.escape("{floor}"), r"(?P<floor>\d+)")
-        .replace(re.escape("{line}"), r"(?P<line>\d+)")
-        .replace(re.escape("{window}"), r"(?P<window>\d+)")
-    )
-    for cause, text in _STOP_TEXTS.items()
-}
+# How the error text spells the command (a front end re-says it with its own: ``flower``, ``%flower``).
+STOP_CMD = "flower"
+
+
+def _stop_patterns() -> list[tuple[str, re.Pattern[str]]]:
+    from flower_magic.core.words import LANGS, phrase_pattern
+
+    return [(cause, phrase_pattern(key, lang, _STOP_FIELDS)) for cause, key in _STOP_PHRASES.items() for lang in LANGS]
 
 
 @dataclass(frozen=True)
@@ -479,17 +474,26 @@ class ContextStop:
     result: int = 0
     tool: str = ""
 
-    def error(self) -> str:
-        """The step's error text (the manifest keeps it; ``parse`` reads it back)."""
-        return _STOP_TEXTS[self.cause].format(
-            tool=self.tool or "?", result=self.result, floor=self.floor, line=self.line, window=self.window
+    def error(self, lang: str = "zh") -> str:
+        """The step's error text in ``lang`` (the manifest keeps it; ``parse`` reads it back)."""
+        from flower_magic.core.words import say
+
+        return say(
+            _STOP_PHRASES[self.cause],
+            lang,
+            tool=self.tool or "?",
+            result=self.result,
+            floor=self.floor,
+            line=self.line,
+            window=self.window,
+            cmd=STOP_CMD,
         )
 
     @classmethod
     def parse(cls, text: str | None) -> ContextStop | None:
-        """The stop an error text describes, or None for any other error."""
-        for cause, pattern in _STOP_RES.items():
-            found = pattern.match(text or "")
+        """The stop an error text in any language describes, or None for any other error."""
+        for cause, pattern in _stop_patterns():
+            found = pattern.fullmatch(text or "")
             if found:
                 fields = found.groupdict()
                 return cls(

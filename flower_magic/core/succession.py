@@ -55,6 +55,7 @@ from flower_magic.core.handoff import (
 )
 from flower_magic.core.result import HANDOFF_DUE, INTERRUPT_NOTE, Plan, StepResult
 from flower_magic.core.rundir import notes_dir
+from flower_magic.core.words import human_tokens, pick_lang_or_default, say
 
 if TYPE_CHECKING:
     from flower_magic.core.agent import AgentSpec
@@ -188,7 +189,7 @@ async def make_room(
     policy = rt.handoff
     if rt._floor >= policy.at:
         # A fresh session of this step starts above the line: no successor could do better.
-        result.error = ContextStop(WINDOW_TOO_SMALL, policy.at, policy.window, rt._floor).error()
+        result.error = ContextStop(WINDOW_TOO_SMALL, policy.at, policy.window, rt._floor).error(_lang(rt))
         return None
     key: Any = {"project_key": rt.project_key, "session_id": result.session_id}
     if not turn.squeezed and rt.store.trims:
@@ -202,7 +203,7 @@ async def make_room(
     if turn.successor:
         stop = _too_big(rt, key)
         if stop is not None:
-            result.error = stop.error()
+            result.error = stop.error(_lang(rt))
             return None
     verdict = await hand_off(rt, spec, prompt, result, 0, turn.degraded_in_row, on_event)
     if verdict is None:
@@ -230,10 +231,7 @@ def _announce_squeeze(rt: Runtime, result: StepResult, chars: int, count: int, o
         return
     rt._squeeze_said = True
     policy = rt.handoff
-    text = (
-        f"上下文 {rt._watermark / 1000:.1f}K 到了交接线 {policy.at / 1000:.0f}K:"
-        f"{count} 个大的工具结果存进文件,原会话接着做"
-    )
+    text = say("handoff_squeezed", _lang(rt), ctx=human_tokens(rt._watermark), at=human_tokens(policy.at), n=count)
     payload = {
         "phase": "squeezed",
         "step": result.step,
@@ -244,6 +242,10 @@ def _announce_squeeze(rt: Runtime, result: StepResult, chars: int, count: int, o
         "chars": chars,
     }
     rt._emit(on_event, Event("handoff", text, payload=payload))
+
+
+def _lang(rt: Runtime) -> str:
+    return pick_lang_or_default(getattr(rt, "lang", ""))
 
 
 def watch_context(rt: Runtime, context: int, result: StepResult, on_event: Sink | None) -> None:
@@ -257,7 +259,7 @@ def watch_context(rt: Runtime, context: int, result: StepResult, on_event: Sink 
     policy = rt.handoff
     if policy.enabled and rt._announce and not rt._near_said and rt._watermark >= policy.warn_at:
         rt._near_said = True
-        text = f"上下文 {context / 1000:.1f}K,接近交接线 {policy.at / 1000:.0f}K"
+        text = say("handoff_near", _lang(rt), ctx=human_tokens(context), at=human_tokens(policy.at))
         payload = {"phase": "near", "step": result.step, "context": context, "window": policy.window, "at": policy.at}
         rt._emit(on_event, Event("handoff", text, payload=payload))
 

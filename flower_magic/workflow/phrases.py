@@ -80,21 +80,8 @@ def explain_error(error: str, lang: str = "zh", *, cmd: str = "flower") -> Line 
     stop = ContextStop.parse(error)
     if stop is not None:
         key = "stop_result_too_big" if stop.cause == RESULT_TOO_BIG else "stop_window_too_small"
-        return [
-            (
-                "bad",
-                say(
-                    key,
-                    lang,
-                    tool=stop.tool or "?",
-                    result=human_tokens(stop.result),
-                    floor=human_tokens(stop.floor),
-                    line=human_tokens(stop.line),
-                    window=human_tokens(stop.window),
-                    cmd=cmd,
-                ),
-            )
-        ]
+        tokens = {k: human_tokens(getattr(stop, k)) for k in ("result", "floor", "line", "window")}
+        return [("bad", "! " + say(key, lang, tool=stop.tool or "?", cmd=cmd, **tokens))]
     return None
 
 
