@@ -328,16 +328,16 @@ def _budget(chars: int) -> TrimPolicy:
 
 def test_budget_keeps_the_newest_stretch_that_fits_and_spills_the_rest(tmp_path: Path) -> None:
     session = Session()
-    texts = [big(i, size) for i, size in enumerate([3000, 9000, 2100, 4500, 2400, 3000])]
+    texts = [big(i, size) for i, size in enumerate([2100, 3000, 9000, 4500, 2400, 3000])]
     for t in texts:
         session.call("Read", t)
     session.answer()
 
-    out, report = trim(session.entries, _budget(9900), tmp_path)
+    out, report = trim(session.entries, _budget(12000), tmp_path)
 
     contents = [b["content"] for b in results_of(out)]
-    # Newest first: 3000 + 2400 + 4500 = 9900 fit; 2100 would not, so it and everything older go,
-    # though 2100 alone is smaller than the 9000 before it (what stays is the newest stretch).
+    # Newest first: 3000 + 2400 + 4500 = 9900 fit; 9000 would not, so it and everything older go,
+    # though 2100 alone would still fit (what stays is the newest stretch, not a packing).
     assert contents[3:] == texts[3:]
     assert all(c.startswith("[") and "spill" in c for c in contents[:3])
     assert report["cleared"] == 3 and report["kept"] == 3 and report["protected"] == 0

@@ -257,6 +257,7 @@ class Workflow:
                     passed = bool(step.gate is not None and await _maybe_await(step.gate(result, ctx)))
                 except StepAbort as exc:
                     ctx["_aborted"] = str(exc)
+                    passed = False
                 break
             try:
                 passed = bool(result.ok and (step.gate is None or await _maybe_await(step.gate(result, ctx))))
