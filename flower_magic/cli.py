@@ -29,6 +29,7 @@ from flower_magic.core.words import say
 from flower_magic.terminal import TerminalView
 from flower_magic.workflow.go import (
     DEFAULT_ROUNDS,
+    DEFAULT_TIMEOUT_S,
     GoError,
     GoOptions,
     TaskTooBig,
@@ -55,7 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-goal", action="store_true", help="no goal step and no judge")
     p.add_argument("--judge-can-run", action="store_true", help="the judge may run shell commands")
     p.add_argument("--asks", type=int, default=-1, help="question quota (negative = unlimited, 0 = none)")
-    p.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for an answer; <=0 never waits")
+    p.add_argument(
+        "--timeout", type=float, default=None, help="seconds to wait for an answer (default 1800); <=0 never waits"
+    )
     p.add_argument("--window", type=int, default=None, help="the model's context window in tokens")
     p.add_argument("--no-handoff", action="store_true", help="no hand-off; the CLI's auto-compaction instead")
     p.add_argument("--clarify-only", action="store_true", help="only clarify the requirement")
@@ -75,7 +78,7 @@ def options_from(args: argparse.Namespace) -> GoOptions:
         goal=not args.no_goal,
         judge_can_run=args.judge_can_run,
         asks=args.asks,
-        timeout=args.timeout,
+        timeout=DEFAULT_TIMEOUT_S if args.timeout is None else args.timeout,
         window=args.window,
         handoff=not args.no_handoff,
         clarify_only=args.clarify_only,
@@ -117,9 +120,9 @@ def _ask_first(opts: GoOptions, waking: bool) -> None:
 class _Console:
     """stdin while a run goes: answers, mail, and the words after a Ctrl-C."""
 
-    def __init__(self, view: TerminalView, lang: str, *, waits_for_answers: bool = True) -> None:
+    def __init__(self, view: TerminalView, lang: str, *, hint_timeout: bool = True) -> None:
         self.view, self.lang = view, lang
-        self.waits_for_answers = waits_for_answers
+        self.hint_timeout = hint_timeout
         self.rt: Any = None
         self.channel: Any = None
         self.armed = False
@@ -132,8 +135,9 @@ class _Console:
         and time its questions out at once, not end unheard before the run starts.
         """
         self.rt, self.channel = rt, channel
-        if not sys.stdin.isatty() and self.waits_for_answers:
-            # Only where it applies: with --timeout 0 the agent already decides for itself.
+        if not sys.stdin.isatty() and self.hint_timeout:
+            # Only where it applies: a --timeout on the command line (0 or any other) was the person's
+            # choice already.
             self.view.say("dim", say("no_tty", self.lang))
         self._thread.start()
 
@@ -237,20 +241,21 @@ def main(argv: list[str] | None = None) -> int:
         print(str(exc), file=sys.stderr)
         return 1
     try:
-        return _run_held(opts, facts)
+        return _run_held(opts, facts, timeout_given=args.timeout is not None)
     finally:
         lock.release()
 
 
-def _run_held(opts: GoOptions, facts: Snapshot) -> int:
-    """The run itself, with the run dir's lock held."""
+def _run_held(opts: GoOptions, facts: Snapshot, *, timeout_given: bool = False) -> int:
+    """The run itself, with the run dir's lock held. ``timeout_given``: ``--timeout`` was on the
+    command line, so the person already chose how long questions wait (no hint about it)."""
     view = TerminalView(opts.lang, verbose=opts.verbose)
     if facts.waking and not opts.new:
         view.line(wake_banner(facts, opts.lang))
         problem = problem_line(facts, opts.lang)
         if problem:
             view.line(problem)
-    console = _Console(view, opts.lang, waits_for_answers=opts.timeout_s > 0)
+    console = _Console(view, opts.lang, hint_timeout=not timeout_given and opts.timeout_s > 0)
     old_int = signal.signal(signal.SIGINT, console.on_sigint) if sys.stdin.isatty() else None
     try:
         return asyncio.run(_drive(opts, view, console))

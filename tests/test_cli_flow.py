@@ -510,17 +510,19 @@ def test_a_carried_verdict_is_sent_once_even_when_its_wake_was_killed(
 def test_the_timeout_hint_is_said_once_and_only_where_it_applies(
     fake_api: FakeAnthropic, child_env: dict[str, str], workspace: Path
 ) -> None:
-    """Issue 13: "add --timeout 0" was printed even when --timeout 0 was given."""
+    """Issue 13: "add --timeout 0" was printed even when --timeout 0 was given. It is said once, and
+    only when the person did not choose a timeout on the command line (0 or any other)."""
     Brief.parse(BRIEF).write(notes(workspace) / "需求.md")
     Goal.parse(GOAL).write(notes(workspace) / "目标.md")
     fake_api.add(as_role("worker", text("改了一点", times=None)), as_role("judge", text(ACHIEVED, times=None)))
     hint = say("no_tty", "zh")
     waiting = flower(workspace, child_env, "--rounds", "2", devnull=True)
     deciding = flower(workspace, child_env, "--rounds", "2", "--timeout", "0", devnull=True)
-    assert_clean_exit(waiting)
-    assert_clean_exit(deciding)
+    chosen = flower(workspace, child_env, "--rounds", "2", "--timeout", "600", devnull=True)
+    for done in (waiting, deciding, chosen):
+        assert_clean_exit(done)
     assert waiting.out.count(hint) == 1
-    assert hint not in deciding.out
+    assert hint not in deciding.out and hint not in chosen.out
 
 
 # -- h. bad input ---------------------------------------------------------------------------------
