@@ -8,12 +8,17 @@ part NN+1 is still missing" until the last round. Trimming on and off, with a 20
 
 Prints, per configuration: the context bytes of each worker request per wake (system prompt + messages,
 as JSON; the tool schemas, the same in every request, are left out and printed once), the total over
-all worker requests, hand-offs, squeezes, sessions, whether the judge ran every round, any step that
-stopped and why, and whether each wake opened with the verdict the previous one ended on. Then the
+all worker requests, hand-offs (where, and the most in one round), squeezes, sessions, whether the judge
+ran each round, any step that stopped, its cause and whether that cause is the real one (checked against
+what the fake API saw), and whether each wake opened with the verdict the previous one ended on. Then the
 trimmed run against the untrimmed one for each window. Asserts nothing.
 
+The fake API counts system prompt and messages as input tokens, as in the run of issue 13;
+``--count-tools`` adds the tool schemas, as the real API does (a fresh session then starts ~7K tokens
+higher).
+
     python bench/bench_context_economy.py [--wakes 6] [--rounds 5] [--windows 200000,40000]
-        [--trim on,off] [--seed 13] [--keep DIR] [--json FILE]
+        [--trim on,off] [--seed 13] [--count-tools] [--keep DIR] [--json FILE]
 """
 
 from __future__ import annotations
@@ -33,8 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from flower_magic.core import manifest
+from flower_magic.core.handoff import WINDOW_TOO_SMALL, ContextStop
 from flower_magic.testing import FakeAnthropic, Reply, Request, text, tool_use
 from flower_magic.testing.roles import role_of
+from flower_magic.testing.server import CHARS_PER_TOKEN
 
 TASK = "把 data/ 里的各个部分逐个读完,每部分在 notes/ 里写一段摘要"
 BRIEF = """## 目标
@@ -90,6 +97,7 @@ class Seen:
     session: str
     squeeze: bool
     said: str  # the newest user message's text
+    tokens: int = 0  # the request's input tokens as the fake API reports them
 
 
 @dataclass
@@ -97,6 +105,7 @@ class Script:
     """The scripted model: which part the run is on, and what each role answers."""
 
     parts: int
+    count_tools: bool = False
     wake: int = 0
     judge_sessions: list[str] = field(default_factory=list)
     seen: list[Seen] = field(default_factory=list)
@@ -116,8 +125,16 @@ class Script:
             body = {"system": request.body.get("system"), "messages": request.messages}
             size = len(json.dumps(body, ensure_ascii=False).encode("utf-8"))
             squeeze = SQUEEZE_PROMPT[:24] in request.last_user_text
-            self.seen.append(Seen(self.wake, role, size, sid, squeeze, request.last_user_text))
-            return self._reply(role, request)
+            raw = json.dumps(request.messages, ensure_ascii=False) + json.dumps(request.body.get("system", ""))
+            if self.count_tools:
+                # The real API counts the tool schemas as input too; the fake leaves them out.
+                raw += json.dumps(request.body.get("tools", []), ensure_ascii=False)
+            tokens = max(1, len(raw) // CHARS_PER_TOKEN)
+            self.seen.append(Seen(self.wake, role, size, sid, squeeze, request.last_user_text, tokens))
+            reply = self._reply(role, request)
+            if self.count_tools:
+                reply.usage = {**reply.usage, "input_tokens": tokens}
+            return reply
 
     def _reply(self, role: str, request: Request) -> Reply:
         if role == "clarifier":
@@ -199,7 +216,9 @@ class Outcome:
     squeezes: int
     sessions: int
     judged: list[str]
+    judged_rounds: list[str]
     stops: list[str]
+    said: list[str]  # what flower printed on stderr, besides "stopped at step ..."
     carried: list[bool]
     notices: list[int]
     seconds: float
@@ -228,7 +247,7 @@ def run(window: int, trim: bool, args: argparse.Namespace, root: Path) -> Outcom
     parts = args.wakes * args.rounds
     _write_parts(ws / "data", parts, args.seed)
     (ws / "notes").mkdir()
-    script = Script(parts=parts)
+    script = Script(parts=parts, count_tools=args.count_tools)
     api = FakeAnthropic(default=script.answer).start()
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")}
     env.update(api.env(ws.parent / f"home-{ws.name}"))
@@ -237,7 +256,7 @@ def run(window: int, trim: bool, args: argparse.Namespace, root: Path) -> Outcom
     env["XDG_CONFIG_HOME"] = str(ws.parent / f"xdg-{ws.name}")  # no calibration from other runs
     flags = ["--rounds", str(args.rounds), "--timeout", "0", "--window", str(window)] + ([] if trim else ["--no-trim"])
     started = time.monotonic()
-    stops: list[str] = []
+    said: list[str] = []
     notices: list[int] = []
     try:
         for wake in range(1, args.wakes + 1):
@@ -250,9 +269,9 @@ def run(window: int, trim: bool, args: argparse.Namespace, root: Path) -> Outcom
                 raise RuntimeError(f"wake {wake} crashed:\n{done.stderr[-3000:]}")
             notices.append(done.stdout.count("接近交接线") + done.stdout.count("--timeout 0"))
             # A wake whose rounds ran out says only "在步骤 '干活' 中止"; anything else is why a step stopped.
-            for line in done.stderr.splitlines():
-                if line.strip() and not line.startswith("在步骤 "):
-                    stops.append(f"wake {wake}: {line[:160]}")
+            said += [
+                f"wake {wake}: {ln[:160]}" for ln in done.stderr.splitlines() if ln.strip() and "在步骤 " not in ln
+            ]
         tools_kb = len(json.dumps(api.requests[-1].body.get("tools", []), ensure_ascii=False).encode()) / 1000
     finally:
         api.stop()
@@ -261,15 +280,29 @@ def run(window: int, trim: bool, args: argparse.Namespace, root: Path) -> Outcom
     for row in rows:
         if row["run"] not in runs:
             runs.append(row["run"])
-    handoffs, judged = [], []
+    handoffs, judged, judged_rounds, stops = [], [], [], []
+    # What a fresh worker session started with, as the API counted it: the first request of each session.
+    floors: dict[int, list[int]] = {}
+    firsts: set[str] = set()
+    for s in script.seen:
+        if s.role == "worker" and s.session not in firsts:
+            firsts.add(s.session)
+            floors.setdefault(s.wake, []).append(s.tokens)
+    largest_part = max(len(p.read_text(encoding="utf-8")) for p in (ws / "data").iterdir())
     for wake, run_id in enumerate(runs, start=1):
         mine = [r for r in rows if r["run"] == run_id]
         worked = [r for r in mine if re.fullmatch(r"干活(#round\d+)?", r["step"])]
-        verdicts = [r for r in mine if r["step"].startswith("干活·判定#")]
+        verdicts = {r["step"] for r in mine if r["step"].startswith("干活·判定#")}
         judged.append(f"{len(verdicts)}/{len(worked)}")
+        marks = ""
         for r in worked:
             round_n = int(r["step"].split("#round")[1]) if "#round" in r["step"] else 1
             handoffs += [f"{wake}.{round_n}"] * len(r.get("retired") or [])
+            marks += "+" if f"干活·判定#{round_n}" in verdicts else "-"
+            stop = ContextStop.parse(r.get("error"))
+            if stop is not None:
+                stops.append(f"wake {wake} round {round_n}: {_check(stop, floors.get(wake, []), largest_part)}")
+        judged_rounds.append(marks)
     per_wake = [
         [s.context_bytes for s in script.seen if s.wake == w and s.role == "worker"] for w in range(1, args.wakes + 1)
     ]
@@ -287,11 +320,28 @@ def run(window: int, trim: bool, args: argparse.Namespace, root: Path) -> Outcom
         squeezes=sum(1 for s in script.seen if s.squeeze),
         sessions=sessions,
         judged=judged,
+        judged_rounds=judged_rounds,
         stops=stops,
+        said=said,
         carried=carried,
         notices=notices,
         seconds=time.monotonic() - started,
         tools_kb=tools_kb,
+    )
+
+
+def _check(stop: ContextStop, floors: list[int], largest_part_chars: int) -> str:
+    """The stop, and whether its cause is the real one, judged from what the fake API saw: a fresh worker
+    session that starts above the line is the window's fault; one that starts below it and crosses with
+    one read is the result's (the part counted as the fake API counts it)."""
+    fresh = min(floors) if floors else 0
+    if stop.cause == WINDOW_TOO_SMALL:
+        right = fresh >= stop.line
+    else:
+        right = fresh < stop.line <= fresh + largest_part_chars // CHARS_PER_TOKEN and stop.tool == "Read"
+    return (
+        f"{stop.cause} (tool {stop.tool or '-'}, result {stop.result}, start-up {stop.floor}, line {stop.line}; "
+        f"the API saw a fresh session start at {fresh}) - cause {'right' if right else 'WRONG'}"
     )
 
 
@@ -308,11 +358,17 @@ def show(o: Outcome) -> None:
     print(
         f"  hand-offs: {len(o.handoffs)} (wake.round: {where}); squeezes: {o.squeezes}; worker sessions: {o.sessions}"
     )
-    print(f"  judge ran (verdicts/rounds) per wake: {' '.join(o.judged)}")
+    print(f"  judge ran (verdicts/rounds) per wake: {' '.join(o.judged)}; per round: {' '.join(o.judged_rounds)}")
+    per_round: dict[str, int] = {}
+    for where in o.handoffs:
+        per_round[where] = per_round.get(where, 0) + 1
+    print(f"  most hand-offs in one round: {max(per_round.values(), default=0)}")
     print(f"  each wake opened with the last verdict: {' '.join('yes' if c else 'NO' for c in o.carried) or '-'}")
     print(f"  context notices and --timeout hints printed per wake: {' '.join(map(str, o.notices))}")
     for stop in o.stops:
         print(f"  stopped: {stop}")
+    for line in o.said:
+        print(f"  said: {line}")
 
 
 def main() -> None:
@@ -322,6 +378,11 @@ def main() -> None:
     p.add_argument("--windows", default="200000,40000")
     p.add_argument("--trim", default="on,off")
     p.add_argument("--seed", type=int, default=13)
+    p.add_argument(
+        "--count-tools",
+        action="store_true",
+        help="count the tool schemas as input tokens, as the real API does (the fake API leaves them out)",
+    )
     p.add_argument("--keep", type=Path, default=None, help="keep the run directories here")
     p.add_argument("--json", type=Path, default=None, help="also write the numbers here")
     args = p.parse_args()
