@@ -3,6 +3,7 @@
     flower "task"            start (or, in a directory with a run, say something at wake)
     flower                   continue (on a terminal: asks first; /new starts something else)
     flower --new "task"      archive the old brief, goals and lineage; start fresh
+    flower --status          what this directory remembers; runs nothing
 
 Exit codes: 0 done, 1 stopped (the message says why), 2 a usage mistake, 130 a second Ctrl-C.
 A directory another run is using (a notebook, another terminal) is refused with exit 1 and one line
@@ -25,10 +26,10 @@ from typing import Any
 
 from flower_magic.core.errors import FlowerError
 from flower_magic.core.rundir import Snapshot
-from flower_magic.core.words import say
+from flower_magic.core.words import pick_lang_or_default, say
 from flower_magic.terminal import TerminalView
+from flower_magic.workflow.flags import CLI, add_flags, go_options
 from flower_magic.workflow.go import (
-    DEFAULT_ROUNDS,
     GoError,
     GoOptions,
     TaskTooBig,
@@ -42,47 +43,41 @@ from flower_magic.workflow.starter import NEW_CMD, NoTaskError, unfinished_clari
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="flower", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    """``flower``'s parser: the flags of ``workflow.flags``, help in FLOWER_LANG's language."""
+    lang = pick_lang_or_default()
+    parser = argparse.ArgumentParser(
+        prog="flower", description=say("cli_about", lang), formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("task", nargs="*", help="what to do, or what to add at wake (omit to continue)")
-    p.add_argument("-w", "--workspace", default=".", help="the agent's directory (default: .)")
-    p.add_argument(
-        "-r", "--run-dir", default=None, help="sessions, manifest and lineage (default: runs; relative = under -w)"
-    )
-    p.add_argument("--new", action="store_true", help="archive the previous brief, goals and lineage; start fresh")
-    p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="judged work rounds in this wake (default 3)")
-    p.add_argument("--no-goal", action="store_true", help="no goal step and no judge")
-    p.add_argument("--judge-can-run", action="store_true", help="the judge may run shell commands")
-    p.add_argument("--asks", type=int, default=-1, help="question quota (negative = unlimited, 0 = none)")
-    p.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait for an answer; <=0 never waits")
-    p.add_argument("--window", type=int, default=None, help="the model's context window in tokens")
-    p.add_argument("--no-handoff", action="store_true", help="no hand-off; the CLI's auto-compaction instead")
-    p.add_argument("--clarify-only", action="store_true", help="only clarify the requirement")
-    p.add_argument("--no-trim", action="store_true", help="keep large old tool results in resumed context")
-    p.add_argument("--lang", default=None, help="zh (default) or en; also FLOWER_LANG")
-    p.add_argument("-v", "--verbose", action="store_true", help="also show subagents, thinking and tool output")
-    return p
+    return add_flags(parser, CLI, lang)
 
 
 def options_from(args: argparse.Namespace) -> GoOptions:
-    return GoOptions(
-        task=" ".join(args.task),
-        workspace=Path(args.workspace),
-        run_dir=Path(args.run_dir) if args.run_dir else None,
-        new=args.new,
-        rounds=args.rounds,
-        goal=not args.no_goal,
-        judge_can_run=args.judge_can_run,
-        asks=args.asks,
-        timeout=args.timeout,
-        window=args.window,
-        handoff=not args.no_handoff,
-        clarify_only=args.clarify_only,
-        trim=not args.no_trim,
-        verbose=args.verbose,
-        lang=args.lang or "",
-    ).check()
+    """Checked options from ``flower``'s parsed flags (raises GoError / TaskTooBig)."""
+    return go_options(args, task=" ".join(args.task), workspace=Path(args.workspace)).check()
+
+
+def _status(opts: GoOptions) -> int:
+    """``flower --status``: what this directory remembers (banner, goals and latest verdict, the
+    newest manifest rows), the same view as ``%flower --status``. Runs nothing, writes nothing."""
+    from flower_magic.core import manifest
+    from flower_magic.core.goal import Goal
+    from flower_magic.display.bundles import status_bundle
+    from flower_magic.workflow.judge import check_marks, last_verdict
+
+    try:
+        opts.preflight(run=False)
+    except FlowerError as exc:
+        print(f"flower: {exc}", file=sys.stderr)
+        return 1
+    facts = snapshot(opts.rundir)
+    goal = Goal.load(facts.goal)
+    rows = manifest.read_rows(opts.rundir.path)
+    verdict = last_verdict(rows)
+    checks = list(goal.checks) if goal else []
+    marks = check_marks(checks, verdict) if verdict is not None else None
+    with contextlib.suppress(BrokenPipeError):  # `flower --status | head`
+        print(status_bundle(facts, checks, marks, rows, opts.lang)["text/plain"], flush=True)
+    return 0
 
 
 def _prompt(lang: str, *, waking: bool) -> str:
@@ -216,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except GoError as exc:
         parser.error(str(exc))
+    if args.status:
+        return _status(opts)
     try:
         opts.preflight()
     except FlowerError as exc:

@@ -19,6 +19,7 @@ from flower_magic.core.events import Event
 from flower_magic.core.words import say
 from flower_magic.workflow.phrases import (
     Line,
+    ask_state_line,
     handoff_block,
     result_line,
     round_header,
@@ -161,7 +162,7 @@ class TerminalView:
         elif state == "answered":
             self.say("ok", f"  + {sanitize(str(p.get('answer') or ''))}")
         elif state:
-            self.say("dim", f"  ({state})")
+            self.line(ask_state_line(str(state), self.lang))
 
     def on_step(self, step: Any, result: Any) -> None:
         self.line(

@@ -25,7 +25,7 @@ import pytest
 import flower_magic.display as display
 from flower_magic.core.events import Event
 from flower_magic.core.rundir import RunDir, Snapshot
-from flower_magic.core.words import tilde
+from flower_magic.core.words import say, tilde
 from flower_magic.display import RunView, banner_bundle, status_bundle
 from flower_magic.display.log import RunLog
 from flower_magic.display.run import WIDGET_MIME, pick_mode
@@ -363,7 +363,7 @@ def test_ask_is_updated_in_place_until_settled() -> None:
     assert text.count("? Which database?") == 1
     assert "  1. sqlite\n  2. postgres\n  + sqlite" in text
     assert "waiting for an answer" not in text
-    assert "? Anything else?\n  (timeout)" in text
+    assert "? Anything else?\n  " + say("ask_timeout", "en") in text
     assert text.count("mail text") == 1 and "+ (m1) mail text" in text
     v.close()
 

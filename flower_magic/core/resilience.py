@@ -301,11 +301,14 @@ async def reachable(host: str, port: int, timeout: float = 5.0) -> bool:
     return False
 
 
-def human_wait(seconds: float) -> str:
-    """Render a wait for people: ``"45 秒"`` under a minute, else ``"60 分钟"``."""
+def human_wait(seconds: float, lang: str = "zh") -> str:
+    """Render a wait for people: ``"45 秒"`` under a minute, else ``"60 分钟"`` (``45 s``, ``60 min``)."""
+    from flower_magic.core.words import pick_lang_or_default, say
+
+    lang = pick_lang_or_default(lang)
     if seconds < 60:
-        return f"{seconds:.0f} 秒"
-    return f"{seconds / 60:.0f} 分钟"
+        return say("wait_seconds", lang, n=f"{seconds:.0f}")
+    return say("wait_minutes", lang, n=f"{seconds / 60:.0f}")
 
 
 def cli_retry_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -370,27 +373,32 @@ class Resilience:
         """Whether an error of this ``classify`` kind is worth another attempt."""
         return kind == TRANSIENT or (kind == UNKNOWN and self.retry_unknown)
 
-    async def wait_online(self, notify: Callable[[str], None] | None = None) -> bool:
+    async def wait_online(self, notify: Callable[[str], None] | None = None, *, lang: str = "zh") -> bool:
         """Wait until the API endpoint accepts a TCP connection.
 
         Args:
             notify: told once when the endpoint is first found down
-                (``<host>:<port> 不可达,等待恢复(最多 <wait>)``) and once when it is back
-                (``<host>:<port> 恢复,继续``). Nothing is said when it is up at the first probe.
+                (``endpoint_down`` in ``core.words``) and once when it is back (``endpoint_back``).
+                Nothing is said when it is up at the first probe.
+            lang: the language of those lines.
 
         Returns:
             True when the endpoint is reachable, False after ``max_offline_wait`` seconds without.
         """
+        from flower_magic.core.words import pick_lang_or_default, say
+
+        lang = pick_lang_or_default(lang)
         host, port = endpoint()
         deadline = time.monotonic() + self.max_offline_wait
         first = True
         while True:
             if await reachable(host, port, self.probe_timeout):
                 if not first and notify is not None:
-                    notify(f"{host}:{port} 恢复,继续")
+                    notify(say("endpoint_back", lang, host=host, port=port))
                 return True
             if first and notify is not None:
-                notify(f"{host}:{port} 不可达,等待恢复(最多 {human_wait(self.max_offline_wait)})")
+                wait = human_wait(self.max_offline_wait, lang)
+                notify(say("endpoint_down", lang, host=host, port=port, wait=wait))
             first = False
             left = deadline - time.monotonic()
             if left <= 0:

@@ -309,7 +309,7 @@ class Runtime:
                         on_event,
                         Event(
                             "retry",
-                            "已打断,带着你的话续跑" if words else "已打断,继续跑",
+                            self.say("interrupted_words" if words else "interrupted_plain"),
                             payload={"step": result.step, "attempt": attempt, "interrupt": True},
                         ),
                     )
@@ -432,11 +432,12 @@ class Runtime:
         def note(text: str) -> None:
             self._emit(on_event, Event("retry", text, payload={"step": result.step, "attempt": attempt}))
 
-        note(f"第 {attempt} 次失败({kind}),准备重试")
-        if not await policy.wait_online(note):
+        note(self.say("retry_note", attempt=attempt, kind=kind))
+        if not await policy.wait_online(note, lang=self.lang):
             from flower_magic.core.resilience import human_wait
 
-            result.error = f"{result.error} | 网络在 {human_wait(policy.max_offline_wait)} 内未恢复"
+            wait = human_wait(policy.max_offline_wait, self.lang)
+            result.error = f"{result.error} | {self.say('offline_gave_up', wait=wait)}"
             return False
         await asyncio.sleep(policy.delay_for(attempt))
         return True
@@ -582,6 +583,12 @@ class Runtime:
             self._model_checked = True
             check_model(self, event.payload["model"], on_event)
         self._emit(on_event, event)
+
+    def say(self, key: str, **fields: Any) -> str:
+        """A phrase from ``core.words`` in this runtime's language (``lang``, else ``FLOWER_LANG``, else zh)."""
+        from flower_magic.core.words import pick_lang_or_default, say
+
+        return say(key, pick_lang_or_default(self.lang), **fields)
 
     @staticmethod
     def _emit(sink: Sink | None, event: Event) -> None:

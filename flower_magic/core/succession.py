@@ -36,6 +36,7 @@ from flower_magic.core.handoff import (
 )
 from flower_magic.core.result import HANDOFF_DUE, Plan, StepResult
 from flower_magic.core.rundir import notes_dir
+from flower_magic.core.words import human_tokens
 
 if TYPE_CHECKING:
     from flower_magic.core.agent import AgentSpec
@@ -70,9 +71,9 @@ async def _write_turn(rt: Runtime, spec: AgentSpec, result: StepResult) -> tuple
     result.cost_usd = round(result.cost_usd + turn.cost_usd, 6)
     result.num_turns += turn.num_turns
     if not turn.ok:
-        return Handoff(step=step), (turn.error or "交接那一轮失败了")[:80]
+        return Handoff(step=step), (turn.error or rt.say("handoff_turn_failed"))[:80]
     doc = Handoff.parse(turn.text, step=step)
-    return doc, ("" if doc.complete() else "缺" + "/".join(doc.missing()))
+    return doc, ("" if doc.complete() else rt.say("handoff_missing", sections="/".join(doc.missing())))
 
 
 async def hand_off(
@@ -102,7 +103,7 @@ async def hand_off(
             on_event,
             Event(
                 "handoff",
-                f"上下文 {context / 1000:.1f}K/{policy.window // 1000}K —— 正在写交接…",
+                rt.say("handoff_writing", ctx=f"{context / 1000:.1f}", window=policy.window // 1000),
                 payload={"phase": "writing", "step": result.step, "context": context, "window": policy.window},
             ),
         )
@@ -110,7 +111,7 @@ async def hand_off(
         if why:
             doc = degraded(step, prompt, why)
     if why:
-        result.errors.append(f"交接降级({why})")
+        result.errors.append(rt.say("handoff_degraded_error", why=why))
     path = ""
     with contextlib.suppress(OSError):
         target = handoff_path(notes_dir(rt.workspace), step)
@@ -120,7 +121,7 @@ async def hand_off(
         on_event,
         Event(
             "handoff",
-            f"上下文满了,写交接换新会话({step})",
+            rt.say("handoff_done", step=step),
             payload={
                 "phase": "done",
                 "step": result.step,
@@ -151,7 +152,7 @@ def watch_context(rt: Runtime, context: int, result: StepResult, on_event: Sink 
     policy = rt.handoff
     if policy.enabled and not rt._warned and rt._watermark >= policy.warn_at:
         rt._warned = True
-        text = f"上下文 {context / 1000:.1f}K,接近交接线 {policy.at / 1000:.0f}K"
+        text = rt.say("handoff_near", ctx=human_tokens(context), at=f"{policy.at / 1000:.0f}")
         payload = {"phase": "near", "step": result.step, "context": context, "window": policy.window, "at": policy.at}
         rt._emit(on_event, Event("handoff", text, payload=payload))
 

@@ -28,6 +28,7 @@ from flower_magic.display.log import Entry, RunLog
 from flower_magic.terminal import sanitize
 from flower_magic.workflow.phrases import (
     Line,
+    ask_state_line,
     explain_error,
     handoff_block,
     problem_line,
@@ -266,7 +267,7 @@ class RunState:
         elif state == "answered":
             lines.append([("ok", "  + " + clip(str(p.get("answer") or ""), 2000))])
         elif state:
-            lines.append([("dim", f"  ({sanitize(state)})")])
+            lines.append(ask_state_line(state, self.lang))
         key = str(p.get("id"))
         entry = self._asks.get(key)
         if entry is not None and self.log.holds(entry):

@@ -33,6 +33,7 @@ from flower_magic.core.lineage import Lineage
 from flower_magic.core.resilience import is_too_big
 from flower_magic.core.result import INTERRUPTED
 from flower_magic.core.runlock import acquire, note_step
+from flower_magic.core.words import say
 
 Ctx = dict[str, Any]
 Prompt = str | Callable[[Ctx], str]
@@ -161,10 +162,7 @@ class Workflow:
                 continue
             if step.resume_from:
                 if step.resume_from not in sessions:
-                    raise ValueError(
-                        f"步骤 '{step.name}' 要求 resume_from='{step.resume_from}', "
-                        "但那一步没有产生 session(未运行或已失败)"
-                    )
+                    raise ValueError(say("resume_from_missing", _env_lang(), step=step.name, source=step.resume_from))
                 resume: str | None = sessions[step.resume_from]
                 carried = False
             else:

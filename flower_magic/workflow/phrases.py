@@ -79,6 +79,18 @@ def explain_error(error: str, lang: str = "zh", *, cmd: str = "flower") -> Line 
     return None
 
 
+ASK_STATES = ("timeout", "declined", "over_budget", "invalid", "cancelled")
+
+
+def ask_state_line(state: str, lang: str = "zh") -> Line:
+    """How a question ended, when not with an answer: ``  (没人回答,它自己拿主意)``."""
+    if state in ASK_STATES:
+        text = say(f"ask_{state}", lang)
+    else:
+        text = say("ask_other", lang, state="".join(c for c in state[:40] if c.isprintable()))
+    return [("dim", f"  {text}")]
+
+
 def result_line(ok: bool, turns: int, cost: float, elapsed_s: float, lang: str = "zh") -> Line:
     mark, word = ("+", say("done", lang)) if ok else ("x", say("failed", lang))
     return [
