@@ -124,8 +124,8 @@ class FlowerMagics(Magics):
         try:
             # Shell-like words, quotes removed: %flower "a task" gives the task a task, not '"a task"'.
             argv = arg_split(line, posix=True, strict=True)
-        except ValueError as exc:  # unbalanced quotes
-            raise UsageError(say("bad_quotes", self._lang(), error=exc)) from None
+        except ValueError:  # unbalanced quotes
+            raise UsageError(say("bad_quotes", self._lang())) from None
         args = PARSER.parse_args(argv)
         words = " ".join(args.task).strip()
         if cell is not None:

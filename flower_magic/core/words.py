@@ -129,7 +129,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "opt_lang": "--lang 只能是 {langs},不是 {value}",
         "task_too_big": "这个诉求有 {size} 个字符,超过了 {window} token 上下文的模型一次能收下的上限({limit});什么都没写。把它存成工作区里的一个文件,然后说「照 spec.md 做」之类的话。",
         "both_task_and_body": "%%flower:诉求写在 %%flower 那一行或者单元格里,二选一",
-        "bad_quotes": "%flower:读不懂这些参数:{error}",
+        "bad_quotes": "%flower:引号没有配对,读不懂这一行的参数(把要做的事放进一对引号里)",
         "unreadable_next": "! {what} 用不了({why}):这次运行会把它另存一份,再从头开始",
         "network_fs": "! {run_dir} 在网络文件系统上({fstype})。flower 在这里用回滚日志(rollback journal)而不是 WAL 写 "
         "sessions.db:写得慢一些,别的电脑上读它的人要等写完;这里的文件锁也可能管不到别的电脑,两台电脑同时在这个运行"
@@ -305,7 +305,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "opt_lang": "--lang must be one of {langs}, not {value}",
         "task_too_big": 'the task is {size} characters, more than a model with a {window}-token context can be sent in one prompt (at most {limit}); nothing was written. Save it as a file in the workspace and name the file instead, e.g. "do what spec.md says".',
         "both_task_and_body": "%%flower: put the task either on the %%flower line or in the cell body, not both",
-        "bad_quotes": "%flower: cannot read the arguments: {error}",
+        "bad_quotes": "%flower: the quotes do not pair up, so the arguments cannot be read (put the task in one pair of quotes)",
         "unreadable_next": "! {what} cannot be used ({why}): this run keeps it aside and starts fresh",
         "network_fs": "! {run_dir} is on a network filesystem ({fstype}). flower keeps sessions.db there with a "
         "rollback journal instead of WAL: writes are slower, and a reader on another computer waits while one is "
