@@ -24,7 +24,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from flower_magic.core.errors import FlowerError
+from flower_magic.core.errors import FlowerError, disk_error
 from flower_magic.core.rundir import Snapshot
 from flower_magic.core.words import pick_lang_or_default, say
 from flower_magic.terminal import TerminalView
@@ -254,6 +254,12 @@ def _run_held(opts: GoOptions, facts: Snapshot) -> int:
         return 130
     except FlowerError as exc:
         print(str(exc), file=sys.stderr)
+        return 1
+    except OSError as exc:
+        disk = disk_error(exc, opts.lang)
+        if disk is None:
+            raise
+        print(str(disk), file=sys.stderr)
         return 1
     finally:
         if old_int is not None:

@@ -38,7 +38,7 @@ from IPython.core.magic_arguments import MagicArgumentParser
 from IPython.utils.process import arg_split  # type: ignore[attr-defined]  # public, not re-exported
 from traitlets import Bool, Float, Int, Unicode
 
-from flower_magic.core.errors import FlowerError
+from flower_magic.core.errors import FlowerError, disk_error
 from flower_magic.core.words import pick_lang_or_default, say
 from flower_magic.workflow.flags import MAGIC, add_flags, given, go_options
 from flower_magic.workflow.go import DEFAULT_ROUNDS, GoError, GoOptions
@@ -244,15 +244,13 @@ class FlowerMagics(Magics):
             lock = hold_run_dir(opts, front_end="notebook")
             starter = build(opts, on_event=view.sink)
             rt = make_runtime(opts)
-        except FlowerError as exc:
+        except BaseException as exc:
             view.close()
             if lock is not None:
                 lock.release()
-            raise UsageError(str(exc)) from None
-        except BaseException:
-            view.close()
-            if lock is not None:
-                lock.release()
+            told = exc if isinstance(exc, FlowerError) else disk_error(exc, opts.lang)
+            if told is not None:
+                raise UsageError(str(told)) from None
             raise
         view.show()
         _LIVE_RUNTIMES.add(rt)
@@ -281,6 +279,9 @@ class FlowerMagics(Magics):
             with contextlib.suppress(KeyboardInterrupt):
                 runner.join(WIND_DOWN_S)
         if runner.error is not None:
+            disk = disk_error(runner.error, getattr(rt, "lang", ""))
+            if disk is not None:
+                raise UsageError(str(disk)) from None
             raise runner.error
 
     @staticmethod

@@ -83,6 +83,9 @@ def _status(*codes: int) -> str:
 # story at many times the cost: the step stops and says why; the next run resumes its session.
 _TOO_BIG_RE = re.compile(r"exceeded maximum buffer size", re.IGNORECASE)
 SDK_READER_LOGGER = "claude_agent_sdk._internal.query"  # where the SDK logs it
+# Where the SDK logs a transcript batch the store refused; the runtime says it itself ("! session store: …").
+SDK_MIRROR_LOGGER = "claude_agent_sdk._internal.transcript_mirror_batcher"
+_MIRROR_FAILED = "[TranscriptMirrorBatcher] flush failed"
 
 _FATAL_RE = re.compile(
     "|".join(
@@ -205,19 +208,22 @@ class _SaidElsewhere(logging.Filter):
     """Drops the SDK's own log line about a message past the read limit (see ``quiet_sdk_reader``)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not is_too_big(record.getMessage())
+        text = record.getMessage()
+        return not (is_too_big(text) or text.startswith(_MIRROR_FAILED))
 
 
 def quiet_sdk_reader() -> None:
-    """Mute the SDK's "Fatal error in message reader: ... exceeded maximum buffer size" log line.
+    """Mute the SDK's "Fatal error in message reader: ... exceeded maximum buffer size" log line, and
+    its "[TranscriptMirrorBatcher] flush failed" line (the runtime's own notice says that one).
 
     The runtime records that failure in the step's manifest row and the front ends explain it in one
     line; the SDK's line (printed on stderr, in a notebook cell too) would be a second, unexplained one.
     Other messages of that logger pass. Idempotent.
     """
-    logger = logging.getLogger(SDK_READER_LOGGER)
-    if not any(isinstance(f, _SaidElsewhere) for f in logger.filters):
-        logger.addFilter(_SaidElsewhere())
+    for name in (SDK_READER_LOGGER, SDK_MIRROR_LOGGER):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _SaidElsewhere) for f in logger.filters):
+            logger.addFilter(_SaidElsewhere())
 
 
 def classify(text: str | None) -> Kind:

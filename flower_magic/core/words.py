@@ -189,6 +189,9 @@ _TEXTS: dict[str, dict[str, str]] = {
         "panel_alone": "%flower --panel 不带别的东西(这里有 {extra}):单独运行 `%flower --panel`,其余的放到另一个单元格",
         "a_cell_body": "单元格内容",
         "cli_about": 'flower:在终端里跑默认流程,和 %flower 用同一批文件。\n\n    flower "要做的事"       开始(目录里已有运行时:唤醒时补一句话)\n    flower                   接着做(在终端上会先问一句;/new 换一件事)\n    flower --new "要做的事"  归档旧的需求、目标和谱系,重新开始\n    flower --status          看看这个目录记得什么,不运行\n\n退出码:0 完成,1 停下(消息说明原因),2 用法错误,130 连按两次 Ctrl-C。\n别的运行(笔记本、另一个终端)正在用的目录会被拒绝(退出码 1,一行说明是谁占着),里面什么都不动。\nCtrl-C 按一次打断智能体、让你说句话;按两次退出。SIGHUP / SIGTERM 会先把进行中的步骤记进清单再退出。',
+        "lineage_bad_sid": "! lineage.json 里步骤 {step} 的会话 id {sid} 不是有效的会话 id(可能被手改过):这一步开一个新会话",
+        "disk_error": "! 写不进 {path}:{why}。腾出空间(或者用 -r 换一个运行目录)再运行一次 flower:它会从停下的地方接着做",
+        "reason_full": "磁盘快满了(只剩 {free})",
     },
     "en": {
         "wake_head": "<- picking up in {where}",
@@ -367,6 +370,9 @@ _TEXTS: dict[str, dict[str, str]] = {
         "panel_alone": "%flower --panel takes nothing else (got {extra}): run `%flower --panel` alone and the rest in another cell",
         "a_cell_body": "a cell body",
         "cli_about": 'flower: the default workflow from a terminal, on the same files as %flower.\n\n    flower "task"            start (or, in a directory with a run, say something at wake)\n    flower                   continue (on a terminal: asks first; /new starts something else)\n    flower --new "task"      archive the old brief, goals and lineage; start fresh\n    flower --status          what this directory remembers; runs nothing\n\nExit codes: 0 done, 1 stopped (the message says why), 2 a usage mistake, 130 a second Ctrl-C.\nA directory another run is using (a notebook, another terminal) is refused with exit 1 and one line\nsaying who holds it; nothing in it is touched.\nCtrl-C once interrupts the agent and lets you say something; twice quits. SIGHUP / SIGTERM record\nthe step in flight in the manifest before the process goes.',
+        "lineage_bad_sid": "! lineage.json names {sid} as the session of step {step}, which is not a session id (edited by hand?): this step starts a new session",
+        "disk_error": "! could not write {path}: {why}. Free some space (or choose another run dir with -r) and run flower again: it continues where it stopped",
+        "reason_full": "its disk is nearly full (only {free} free)",
     },
 }
 

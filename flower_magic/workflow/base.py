@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flower_magic.core.agent import AgentSpec
+from flower_magic.core.entries import is_session_id
 from flower_magic.core.events import Event, Sink
 from flower_magic.core.lineage import Lineage
 from flower_magic.core.resilience import is_too_big
@@ -152,8 +153,12 @@ class Workflow:
                     known = has is None or has(sid)
                 if known:
                     sessions.setdefault(name, sid)
-                else:
+                elif is_session_id(sid):
                     unstored[name] = sid
+                else:
+                    # Not an id the CLI takes (a hand edit, another tool): the step starts a new session.
+                    text = say("lineage_bad_sid", _env_lang(), step=name, sid=repr(sid[:60]))
+                    _emit(on_event, Event("notice", text, payload={"step": name, "bad_session_id": sid[:200]}))
         else:
             ctx["_woke"] = ctx.get("_woke", 0) + 1
         total = len(self.steps)
