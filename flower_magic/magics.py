@@ -176,10 +176,17 @@ class FlowerMagics(Magics):
 
         from IPython.display import display
 
-        ws = str(notebook_dir(self.shell))
+        from flower_magic.core.rundir import RunDir
+
+        here = notebook_dir(self.shell)
+        ws = str(here)
+        request = {"path": ws, "nonce": uuid.uuid4().hex}
+        # %config FlowerMagics.run_dir: the panel reads the same run dir, when it lies under the folder.
+        with contextlib.suppress(ValueError):
+            request["run_dir"] = RunDir.at(here, self.run_dir or None).path.relative_to(here).as_posix()
         display(
             {
-                PANEL_MIME: {"path": ws, "nonce": uuid.uuid4().hex},
+                PANEL_MIME: request,
                 "text/plain": f"Open the Flower panel from the command palette: 'Flower: Open run panel' (folder {ws})",
             },
             raw=True,

@@ -108,7 +108,16 @@ def test_panel_flag_sends_the_notebook_dir_and_a_fresh_nonce_and_runs_nothing(ke
         assert "\n" not in plain
         assert "Flower: Open run panel" in plain and str((ws / "sub").resolve()) in plain
     assert first.displays[0][PANEL_MIME]["nonce"] != second.displays[0][PANEL_MIME]["nonce"]
+    assert first.displays[0][PANEL_MIME]["run_dir"] == "runs"
     assert _tree(ws) == before  # no run dir, no notes: it ran nothing
+
+
+def test_panel_follows_the_configured_run_dir(kernel: Kernel, tmp_path: Path) -> None:
+    """Issue 11 (b): %config FlowerMagics.run_dir reaches the panel as well (relative to the folder)."""
+    assert kernel.run("%load_ext flower_magic").status == "ok"
+    assert kernel.run('%config FlowerMagics.run_dir = "work/runs-a"').status == "ok"
+    (bundle,) = kernel.run("%flower --panel").displays
+    assert bundle[PANEL_MIME]["run_dir"] == "work/runs-a"
 
 
 @pytest.mark.parametrize(
