@@ -287,3 +287,42 @@ def test_a_mistake_in_the_magic_is_one_usage_error_line_and_touches_nothing(
     [err] = res.errors
     assert err["ename"] == "UsageError" and "\n" not in err["evalue"].strip()
     assert list(workspace.iterdir()) == []
+
+
+def test_mistakes_in_a_row_leave_the_run_as_it_was_and_the_corrected_phrase_re_derives_the_goals(
+    env: dict[str, str], workspace: Path, small_fs: Callable[[str], Path]
+) -> None:
+    """Issue 11 (a): after a finished run, four mistakes — ``--new`` without credentials, ``-r`` under a
+    file, a phrase for a read-only run dir, an unknown flag — each fail with one line and leave the
+    directory byte-identical; the corrected phrase then reaches the brief once and the goals are
+    derived again (the phrase used to be appended by the failed attempt, so the retry skipped that)."""
+    from flower_magic.core import manifest
+
+    (workspace / "a-file").write_text("x", encoding="utf-8")
+    assert flower(workspace, env, TASK).returncode == 0
+    before = tree(workspace)
+    phrase = "also list the columns"
+    no_key = {k: v for k, v in env.items() if k not in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")}
+    read_only = small_fs("size=1m,ro")
+
+    tries = [
+        (no_key, ("--new", "something else"), 1, "credentials"),
+        (env, ("-r", "a-file/runs", phrase), 1, "a-file"),
+        (env, ("-r", str(read_only / "runs"), phrase), 1, str(read_only)),
+        (env, ("--bogus", phrase), 2, "--bogus"),
+    ]
+    for child_env, args, rc, named in tries:
+        done = flower(workspace, child_env, *args)
+        assert done.returncode == rc, (args, done.stderr)
+        assert named in one_line(done.stderr.split("[task ...]")[-1]), args
+        assert tree(workspace) == before, args
+
+    done = flower(workspace, env, phrase)
+    assert done.returncode == 0, done.stderr
+    brief = (workspace / ".flower" / "notes" / "需求.md").read_text(encoding="utf-8")
+    assert brief.count(phrase) == 1
+    runs: dict[str, list[str]] = {}
+    for row in manifest.read_rows(workspace / "runs"):
+        runs.setdefault(row["run"], []).append(row["step"])
+    last = list(runs.values())[-1]
+    assert last[0] == "设定目标", last  # the goals were derived again from what was said
