@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from flower_magic.core.project import config_dir
@@ -56,6 +58,16 @@ class PathError(UserError, OSError):
         shown_role = say("role_workspace" if role == "workspace" else "role_run_dir", lang)
         flag = "-w/--workspace" if role == "workspace" else "-r/--run-dir"
         super().__init__(say("path_unusable", lang, path=path, role=shown_role, reason=reason, flag=flag))
+
+
+@contextlib.contextmanager
+def logged(logger: logging.Logger, what: str, level: int = logging.DEBUG) -> Iterator[None]:
+    """Carry on past an error in best-effort work, but say it in ``logger`` (with the traceback)
+    instead of swallowing it: ``with logged(log, "closing the store"): store.close()``."""
+    try:
+        yield
+    except Exception:
+        logger.log(level, "%s failed", what, exc_info=True)
 
 
 DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})

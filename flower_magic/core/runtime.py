@@ -30,7 +30,7 @@ from typing import Any
 from flower_magic.core import manifest
 from flower_magic.core.agent import AgentSpec, build_options
 from flower_magic.core.compact import CompactPolicy
-from flower_magic.core.errors import CredentialsError, ensure_dir, has_credentials
+from flower_magic.core.errors import CredentialsError, ensure_dir, has_credentials, logged
 from flower_magic.core.events import Event, Sink, normalize, session_id_of
 from flower_magic.core.foreign_writer import OtherWriters
 from flower_magic.core.handoff import HandoffPolicy
@@ -131,6 +131,7 @@ class Runtime:
         self.results: list[StepResult] = []
         self.run_id = manifest.new_run_id()
         self._fs_noted = False
+        self.persist_error: OSError | None = None  # the last manifest write that failed, until one succeeds
         self.on_session: Callable[[str], None] | None = None
         self._current: StepResult | None = None
         self._interrupt: str | None = None
@@ -163,6 +164,7 @@ class Runtime:
         try:
             return bool(self.store.has_session(self.project_key, session_id))
         except Exception:
+            log.warning("could not ask the store about session %s", session_id, exc_info=True)
             return False
 
     def context_of(self, session_id: str) -> int:
@@ -204,7 +206,7 @@ class Runtime:
         self._cli_interrupt_sent = True
 
         async def send() -> None:
-            with contextlib.suppress(Exception):
+            with logged(log, "sending the interrupt to the CLI"):
                 await asyncio.wait_for(client.interrupt(), timeout=5)
 
         self._interrupt_task = asyncio.ensure_future(send())
@@ -241,7 +243,7 @@ class Runtime:
         if self._closed:
             return
         self._closed = True
-        with contextlib.suppress(Exception):
+        with logged(log, "closing the session store", logging.WARNING):
             self.store.close()
 
     # -- one step --------------------------------------------------------------------------------
@@ -347,6 +349,10 @@ class Runtime:
             self._loop = None
             self.results.append(result)
             self._persist()
+            if self.persist_error is not None:
+                why = self.persist_error.strerror or type(self.persist_error).__name__
+                text = self.say("manifest_unwritten", path=self.manifest_path, step=result.step, why=why)
+                self._emit(on_event, Event("notice", text, payload={"manifest_error": why}))
         return result
 
     async def recover(self, session_id: str) -> bool:
@@ -383,6 +389,7 @@ class Runtime:
         try:
             return has_prompt(self.store.load_range(key, 0, PROMPT_SCAN_ENTRIES))
         except Exception:
+            log.warning("could not read the start of session %s", session_id, exc_info=True)
             return False
 
     def holds_text(self, session_id: str, text: str) -> bool:
@@ -400,6 +407,7 @@ class Runtime:
             try:
                 opening = opening()
             except Exception:
+                log.warning("the step's opening instructions could not be rendered", exc_info=True)
                 opening = None
         if not opening or opening == prompt:
             return prompt
@@ -526,7 +534,7 @@ class Runtime:
             result.errors.append(result.error)
         finally:
             self._client = None
-            with contextlib.suppress(Exception):
+            with logged(log, "disconnecting from the CLI"):
                 await asyncio.wait_for(disconnect(client), DISCONNECT_TIMEOUT_S)
         if self._interrupt is not None and result.error != HANDOFF_DUE and not self._writing_handoff:
             result.ok, result.error = False, INTERRUPTED
@@ -548,7 +556,7 @@ class Runtime:
                     if event.kind != "result":
                         self._take_event(event, result, texts, on_event)
 
-        with contextlib.suppress(Exception):
+        with logged(log, "draining the CLI after an interrupt"):
             await asyncio.wait_for(drain(), INTERRUPT_DRAIN_S)
 
     def _see_session(self, message: Any, result: StepResult) -> None:
@@ -557,7 +565,7 @@ class Runtime:
             result.session_id = sid
             hook = self.on_session
             if hook is not None:
-                with contextlib.suppress(Exception):
+                with logged(log, "the on_session hook", logging.WARNING):
                     hook(sid)
 
     def _take_event(self, event: Event, result: StepResult, texts: list[str], on_event: Sink | None) -> None:
@@ -594,14 +602,20 @@ class Runtime:
     def _emit(sink: Sink | None, event: Event) -> None:
         if sink is None:
             return
-        with contextlib.suppress(Exception):
+        with logged(log, f"showing a {event.kind} event", logging.WARNING):
             sink(event)
 
     def _persist(self) -> None:
         self._persisting = True
         try:
             rows = [manifest.row_of(r, self.run_id) for r in self.results]
-            with contextlib.suppress(OSError):
+            try:
                 manifest.persist(self.run_dir, self.run_id, rows)
+            except OSError as exc:
+                # Said to the person by the step that ran (see ``manifest_unwritten``), logged here.
+                log.warning("could not write the manifest %s", self.manifest_path, exc_info=True)
+                self.persist_error = exc
+            else:
+                self.persist_error = None
         finally:
             self._persisting = False

@@ -192,6 +192,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "lineage_bad_sid": "! lineage.json 里步骤 {step} 的会话 id {sid} 不是有效的会话 id(可能被手改过):这一步开一个新会话",
         "disk_error": "! 写不进 {path}:{why}。腾出空间(或者用 -r 换一个运行目录)再运行一次 flower:它会从停下的地方接着做",
         "reason_full": "磁盘快满了(只剩 {free})",
+        "manifest_unwritten": "! 步骤 {step} 的记录写不进 {path}:{why}。会话还在,下次运行会接着做,但这一步不会出现在清单里,直到清单又能写进去",
     },
     "en": {
         "wake_head": "<- picking up in {where}",
@@ -373,6 +374,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "lineage_bad_sid": "! lineage.json names {sid} as the session of step {step}, which is not a session id (edited by hand?): this step starts a new session",
         "disk_error": "! could not write {path}: {why}. Free some space (or choose another run dir with -r) and run flower again: it continues where it stopped",
         "reason_full": "its disk is nearly full (only {free} free)",
+        "manifest_unwritten": "! the row of step {step} could not be written to {path}: {why}. Its session is kept and the next run continues, but the manifest misses this step until it can be written again",
     },
 }
 
