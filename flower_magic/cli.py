@@ -76,7 +76,7 @@ def _status(opts: GoOptions) -> int:
     checks = list(goal.checks) if goal else []
     marks = check_marks(checks, verdict) if verdict is not None else None
     with contextlib.suppress(BrokenPipeError):  # `flower --status | head`
-        print(status_bundle(facts, checks, marks, rows, opts.lang)["text/plain"], flush=True)
+        print(status_bundle(facts, checks, marks, rows, opts.lang, cmd="flower")["text/plain"], flush=True)
     return 0
 
 
@@ -142,7 +142,9 @@ class _Console:
                 continue
             what = self.channel.route_input(text)
             if what == "mail":
-                self.view.say("dim", say("received", self.lang))
+                last = self.channel.last_mail
+                kept = last is not None and last.amended
+                self.view.say("dim", say("received" if kept else "received_no_brief", self.lang))
         # stdin closed: nobody can answer from now on.
         if self.channel is not None:
             self.channel.nobody_answers()

@@ -216,10 +216,6 @@ class Runtime:
             words, self._interrupt = self._interrupt, None
             return words
 
-    @property
-    def interrupt_pending(self) -> bool:
-        return self._interrupt is not None
-
     def rescue(self) -> None:
         """Record the in-flight step (``killed-by-signal``) before the process goes. Never raises.
 
@@ -256,7 +252,6 @@ class Runtime:
         step_name: str | None = None,
         resume: str | None = None,
         fork: bool = False,
-        resume_at: str | None = None,
         session_id: str | None = None,
         on_event: Sink | None = None,
         opening: str | Callable[[], str] | None = None,
@@ -269,7 +264,6 @@ class Runtime:
             step_name: the name in the manifest (default: the spec's name).
             resume: continue this session instead of starting one.
             fork: with ``resume``, continue under a new id.
-            resume_at: with ``resume``, cut the history after this entry uuid.
             session_id: start the new session under this id (kept from lineage).
             on_event: a sink for live events.
             opening: the step's own instructions (or a function giving them), for when ``resume``
@@ -285,7 +279,7 @@ class Runtime:
         self._opening = opening if resume else prompt
         if resume and not fork and not self.holds_prompt(resume):
             prompt = self._with_opening(prompt)
-        plan = Plan(prompt, resume=resume, fork=fork, resume_at=resume_at, session_id=session_id)
+        plan = Plan(prompt, resume=resume, fork=fork, session_id=session_id)
         degraded_in_row = 0
         attempt = 0
         try:
@@ -331,7 +325,7 @@ class Runtime:
                 plan = (
                     await self._continue(result, self.resilience.resume_prompt)
                     if result.session_id
-                    else replace(plan, resume=None, fork=False, resume_at=None)
+                    else replace(plan, resume=None, fork=False)
                 )
         except BaseException as exc:
             result.ok = False
@@ -480,7 +474,6 @@ class Runtime:
             session_store=self.store,
             resume=plan.resume,
             fork=plan.fork,
-            resume_at=plan.resume_at,
             session_id=plan.session_id,
             env={**self.env, **launcher_env()},
             portable=self.portable,

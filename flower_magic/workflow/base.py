@@ -110,7 +110,6 @@ class Workflow:
     name: str = "workflow"
     context: Ctx = field(default_factory=dict)
     channel: Any = None
-    workbench: Any = None
     continuous: bool = True
 
     async def run(
