@@ -838,3 +838,40 @@ def test_the_network_filesystem_notice_shows_in_the_notebook_and_the_terminal(la
     out = io.StringIO()
     TerminalView(lang, out=out)(Event("notice", line, payload={"network_fs": "nfs4"}))
     assert out.getvalue().count(line) == 1
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_the_terminal_and_the_notebook_say_the_same_for_every_event(lang: str) -> None:
+    """Issue 11 (3): one mapping (workflow/view.py) decides what an event says; each view only lays it
+    out. Every line the mapping gives appears, word for word, in both the terminal and the notebook."""
+    from flower_magic.workflow.view import shown
+
+    events = [
+        Event("step", "干活", payload={"index": 3, "total": 3, "resumed": True, "woke": 2}),
+        Event("text", "working on it"),
+        Event("tool_call", "ls data", tool="Bash", payload={"id": "t1", "input": {"command": "ls data"}}),
+        Event("tool_result", "no such file", payload={"tool_use_id": "t1", "is_error": True}),
+        Event("retry", "attempt 1 failed"),
+        Event("notice", "! a notice"),
+        Event("error", "something broke"),
+        Event("handoff", "writing the hand-off", payload={"phase": "writing"}),
+        Event("ask", "Which database?", payload={"id": "q1", "options": ["sqlite"], "state": "timeout"}),
+        Event("task", "verdict: not yet", payload={"kind": "verdict", "verdict": "not_yet", "checks": []}),
+        Event("step", "干活·判定#1", payload={"judge": True}),
+    ]
+    out = io.StringIO()
+    terminal = TerminalView(lang, out=out)
+    v = view(lang=lang)
+    for ev in events:
+        terminal(ev)
+        v.sink(ev)
+    notebook = v.bundle()["text/plain"]
+    v.close()
+    printed = out.getvalue()
+    for ev in events:
+        what = shown(ev, lang=lang, verbose=False, width=80, clip=lambda t, n: t[:n])
+        assert what is not None, ev
+        for line in what.lines:
+            words = "".join(text for _, text in line).strip().rstrip("-").strip()
+            assert words in printed, (ev.kind, words)
+            assert words in notebook, (ev.kind, words)
