@@ -3,6 +3,7 @@
     flower "task"            start (or, in a directory with a run, say something at wake)
     flower                   continue (on a terminal: asks first; /new starts something else)
     flower --new "task"      archive the old brief, goals and lineage; start fresh
+    flower --status          what this directory remembers; runs nothing
 
 Exit codes: 0 done, 1 stopped (the message says why), 2 a usage mistake, 130 a second Ctrl-C.
 A directory another run is using (a notebook, another terminal) is refused with exit 1 and one line
@@ -23,13 +24,12 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from flower_magic.core.errors import FlowerError
+from flower_magic.core.errors import FlowerError, disk_error
 from flower_magic.core.rundir import Snapshot
-from flower_magic.core.words import say
+from flower_magic.core.words import pick_lang_or_default, say
 from flower_magic.terminal import TerminalView
+from flower_magic.workflow.flags import CLI, add_flags, go_options
 from flower_magic.workflow.go import (
-    DEFAULT_ROUNDS,
-    DEFAULT_TIMEOUT_S,
     GoError,
     GoOptions,
     TaskTooBig,
@@ -43,49 +43,41 @@ from flower_magic.workflow.starter import NEW_CMD, NoTaskError, unfinished_clari
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="flower", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    """``flower``'s parser: the flags of ``workflow.flags``, help in FLOWER_LANG's language."""
+    lang = pick_lang_or_default()
+    parser = argparse.ArgumentParser(
+        prog="flower", description=say("cli_about", lang), formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("task", nargs="*", help="what to do, or what to add at wake (omit to continue)")
-    p.add_argument("-w", "--workspace", default=".", help="the agent's directory (default: .)")
-    p.add_argument(
-        "-r", "--run-dir", default=None, help="sessions, manifest and lineage (default: runs; relative = under -w)"
-    )
-    p.add_argument("--new", action="store_true", help="archive the previous brief, goals and lineage; start fresh")
-    p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS, help="judged work rounds in this wake (default 3)")
-    p.add_argument("--no-goal", action="store_true", help="no goal step and no judge")
-    p.add_argument("--judge-can-run", action="store_true", help="the judge may run shell commands")
-    p.add_argument("--asks", type=int, default=-1, help="question quota (negative = unlimited, 0 = none)")
-    p.add_argument(
-        "--timeout", type=float, default=None, help="seconds to wait for an answer (default 1800); <=0 never waits"
-    )
-    p.add_argument("--window", type=int, default=None, help="the model's context window in tokens")
-    p.add_argument("--no-handoff", action="store_true", help="no hand-off; the CLI's auto-compaction instead")
-    p.add_argument("--clarify-only", action="store_true", help="only clarify the requirement")
-    p.add_argument("--no-trim", action="store_true", help="keep large old tool results in resumed context")
-    p.add_argument("--lang", default=None, help="zh (default) or en; also FLOWER_LANG")
-    p.add_argument("-v", "--verbose", action="store_true", help="also show subagents, thinking and tool output")
-    return p
+    return add_flags(parser, CLI, lang)
 
 
 def options_from(args: argparse.Namespace) -> GoOptions:
-    return GoOptions(
-        task=" ".join(args.task),
-        workspace=Path(args.workspace),
-        run_dir=Path(args.run_dir) if args.run_dir else None,
-        new=args.new,
-        rounds=args.rounds,
-        goal=not args.no_goal,
-        judge_can_run=args.judge_can_run,
-        asks=args.asks,
-        timeout=DEFAULT_TIMEOUT_S if args.timeout is None else args.timeout,
-        window=args.window,
-        handoff=not args.no_handoff,
-        clarify_only=args.clarify_only,
-        trim=not args.no_trim,
-        verbose=args.verbose,
-        lang=args.lang or "",
-    ).check()
+    """Checked options from ``flower``'s parsed flags (raises GoError / TaskTooBig)."""
+    return go_options(args, task=" ".join(args.task), workspace=Path(args.workspace)).check()
+
+
+def _status(opts: GoOptions) -> int:
+    """``flower --status``: what this directory remembers (banner, goals and latest verdict, the
+    newest manifest rows), the same view as ``%flower --status``. Runs nothing, writes nothing."""
+    from flower_magic.core import manifest
+    from flower_magic.core.goal import Goal
+    from flower_magic.display.bundles import status_bundle
+    from flower_magic.workflow.judge import check_marks, last_verdict
+
+    try:
+        opts.preflight(run=False)
+    except FlowerError as exc:
+        print(f"flower: {exc}", file=sys.stderr)
+        return 1
+    facts = snapshot(opts.rundir)
+    goal = Goal.load(facts.goal)
+    rows = manifest.read_rows(opts.rundir.path)
+    verdict = last_verdict(rows)
+    checks = list(goal.checks) if goal else []
+    marks = check_marks(checks, verdict) if verdict is not None else None
+    with contextlib.suppress(BrokenPipeError):  # `flower --status | head`
+        print(status_bundle(facts, checks, marks, rows, opts.lang, cmd="flower")["text/plain"], flush=True)
+    return 0
 
 
 def _prompt(lang: str, *, waking: bool) -> str:
@@ -153,7 +145,9 @@ class _Console:
                 continue
             what = self.channel.route_input(text)
             if what == "mail":
-                self.view.say("dim", say("received", self.lang))
+                last = self.channel.last_mail
+                kept = last is not None and last.amended
+                self.view.say("dim", say("received" if kept else "received_no_brief", self.lang))
         # stdin closed: nobody can answer from now on.
         if self.channel is not None:
             self.channel.nobody_answers()
@@ -213,7 +207,9 @@ async def _drive(opts: GoOptions, view: TerminalView, console: _Console) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    # A value set in the namespace beforehand is one argparse does not replace with the default, so
+    # ``timeout`` stays None unless --timeout was given (go_options then takes the default).
+    args = parser.parse_args(argv, namespace=argparse.Namespace(timeout=None))
     try:
         opts = options_from(args)
     except TaskTooBig as exc:
@@ -222,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except GoError as exc:
         parser.error(str(exc))
+    if args.status:
+        return _status(opts)
     try:
         opts.preflight()
     except FlowerError as exc:
@@ -264,6 +262,12 @@ def _run_held(opts: GoOptions, facts: Snapshot, *, timeout_given: bool = False) 
         return 130
     except FlowerError as exc:
         print(str(exc), file=sys.stderr)
+        return 1
+    except OSError as exc:
+        disk = disk_error(exc, opts.lang)
+        if disk is None:
+            raise
+        print(str(disk), file=sys.stderr)
         return 1
     finally:
         if old_int is not None:

@@ -34,13 +34,13 @@ from typing import Any
 
 from IPython.core.error import StdinNotImplementedError, UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments
+from IPython.core.magic_arguments import MagicArgumentParser
 from IPython.utils.process import arg_split  # type: ignore[attr-defined]  # public, not re-exported
 from traitlets import Bool, Float, Int, Unicode
 
-from flower_magic.core.errors import FlowerError
-from flower_magic.core.rundir import DEFAULT_RUN_DIR
+from flower_magic.core.errors import FlowerError, disk_error
 from flower_magic.core.words import pick_lang_or_default, say
+from flower_magic.workflow.flags import MAGIC, add_flags, given, go_options
 from flower_magic.workflow.go import DEFAULT_ROUNDS, GoError, GoOptions
 
 log = logging.getLogger(__name__)
@@ -62,8 +62,14 @@ def notebook_dir(shell: Any) -> Path:
     return Path(getattr(shell, "starting_dir", None) or os.getcwd()).resolve()
 
 
-def _flag_of(parser: argparse.ArgumentParser, dest: str) -> str:
-    return next((a.option_strings[-1] for a in parser._actions if a.dest == dest and a.option_strings), dest)
+def _parser() -> MagicArgumentParser:
+    """``%flower``'s parser: the flags of ``workflow.flags`` (help in FLOWER_LANG's language); a
+    mistake raises a one-line ``UsageError``."""
+    parser = MagicArgumentParser(prog="%flower", add_help=False)
+    return add_flags(parser, MAGIC, pick_lang_or_default())  # type: ignore[return-value]
+
+
+PARSER = _parser()
 
 
 def _rescue_all() -> None:
@@ -88,23 +94,6 @@ class FlowerMagics(Magics):
     verbose = Bool(False, help="also show subagents, thinking and tool output").tag(config=True)
     run_dir = Unicode("", help="run dir (relative = under the notebook's directory); empty = runs").tag(config=True)
 
-    @magic_arguments()
-    @argument("task", nargs="*", help="what to do, or what to add at wake (omit to continue)")
-    @argument("--new", action="store_true", help="archive the previous brief, goals and lineage; start fresh")
-    @argument("--rounds", type=int, default=None, help="judged work rounds in this wake (default 3)")
-    @argument("--no-goal", action="store_true", help="no goal step and no judge")
-    @argument("--judge-can-run", action="store_true", help="the judge may run shell commands")
-    @argument("--asks", type=int, default=None, help="question quota (negative = unlimited, 0 = none)")
-    @argument("--timeout", type=float, default=None, help="seconds to wait for an answer; <=0 never waits")
-    @argument("--window", type=int, default=None, help="the model's context window in tokens")
-    @argument("--no-handoff", action="store_true", help="no hand-off; the CLI's auto-compaction instead")
-    @argument("--clarify-only", action="store_true", help="only clarify the requirement")
-    @argument("--no-trim", action="store_true", help="keep large old tool results in resumed context")
-    @argument("-r", "--run-dir", default=None, help="run dir (relative = under the notebook's directory)")
-    @argument("--lang", default=None, help="zh or en")
-    @argument("-v", "--verbose", action="store_true", help="also show subagents, thinking and tool output")
-    @argument("--status", action="store_true", help="show what this directory remembers; run nothing")
-    @argument("--panel", action="store_true", help="open the Flower panel on this notebook's run; run nothing")
     @line_cell_magic
     def flower(self, line: str, cell: str | None = None) -> None:
         """Run the flower workflow in this notebook's directory, or continue it.
@@ -135,32 +124,23 @@ class FlowerMagics(Magics):
         try:
             # Shell-like words, quotes removed: %flower "a task" gives the task a task, not '"a task"'.
             argv = arg_split(line, posix=True, strict=True)
-        except ValueError as exc:  # unbalanced quotes
-            raise UsageError(say("bad_quotes", self._lang(), error=exc)) from None
-        args = self.flower.parser.parse_args(argv)
+        except ValueError:  # unbalanced quotes
+            raise UsageError(say("bad_quotes", self._lang())) from None
+        args = PARSER.parse_args(argv)
         words = " ".join(args.task).strip()
         if cell is not None:
             body = cell.strip()
             if words and body:
                 raise UsageError(say("both_task_and_body", self._lang(args.lang)))
             words = body
-        opts = GoOptions(
-            task=words,
-            workspace=notebook_dir(self.shell),
-            run_dir=Path(args.run_dir or self.run_dir or DEFAULT_RUN_DIR),
-            new=args.new,
-            rounds=self.rounds if args.rounds is None else args.rounds,
-            goal=not args.no_goal,
-            judge_can_run=args.judge_can_run,
-            asks=-1 if args.asks is None else args.asks,
-            timeout=self.timeout if args.timeout is None else args.timeout,
-            window=args.window,
-            handoff=not args.no_handoff,
-            clarify_only=args.clarify_only,
-            trim=not args.no_trim,
-            verbose=args.verbose or self.verbose,
-            lang=args.lang or self.lang,
-        )
+        settings = {
+            "run_dir": self.run_dir,
+            "rounds": self.rounds,
+            "timeout": self.timeout,
+            "verbose": self.verbose,
+            "lang": self.lang,
+        }
+        opts = go_options(args, task=words, workspace=notebook_dir(self.shell), fallback=settings)
         try:
             opts.check()
         except GoError as exc:
@@ -175,7 +155,7 @@ class FlowerMagics(Magics):
             argv = arg_split(line, posix=True, strict=True)
         except ValueError:  # unbalanced quotes: _options says so
             return None
-        args = self.flower.parser.parse_args(argv)
+        args = PARSER.parse_args(argv)
         return args if args.panel else None
 
     def _panel(self, args: argparse.Namespace, cell: str | None) -> None:
@@ -185,25 +165,28 @@ class FlowerMagics(Magics):
         server root (or falls back to the folder of the notebook that ran the cell). The nonce lets the
         extension act once per output; a saved output never reopens the panel.
         """
-        parser = self.flower.parser
-        defaults = vars(parser.parse_args([]))
-        given = [k for k, v in vars(args).items() if k != "panel" and v != defaults[k]]
-        extra = [" ".join(args.task) if k == "task" else _flag_of(parser, k) for k in given]
+        extra = [f for f in given(args) if f != "--panel"]
+        if args.task:
+            extra.insert(0, " ".join(args.task))
         if cell is not None and cell.strip():
-            extra.append("a cell body")
+            extra.append(say("a_cell_body", self._lang()))
         if extra:
-            raise UsageError(
-                f"%flower --panel takes nothing else (got {', '.join(extra)}): run `%flower --panel` alone "
-                "and the rest in another cell"
-            )
+            raise UsageError(say("panel_alone", self._lang(), extra=", ".join(extra)))
         import uuid
 
         from IPython.display import display
 
-        ws = str(notebook_dir(self.shell))
+        from flower_magic.core.rundir import RunDir
+
+        here = notebook_dir(self.shell)
+        ws = str(here)
+        request = {"path": ws, "nonce": uuid.uuid4().hex}
+        # %config FlowerMagics.run_dir: the panel reads the same run dir, when it lies under the folder.
+        with contextlib.suppress(ValueError):
+            request["run_dir"] = RunDir.at(here, self.run_dir or None).path.relative_to(here).as_posix()
         display(
             {
-                PANEL_MIME: {"path": ws, "nonce": uuid.uuid4().hex},
+                PANEL_MIME: request,
                 "text/plain": f"Open the Flower panel from the command palette: 'Flower: Open run panel' (folder {ws})",
             },
             raw=True,
@@ -268,15 +251,13 @@ class FlowerMagics(Magics):
             lock = hold_run_dir(opts, front_end="notebook")
             starter = build(opts, on_event=view.sink)
             rt = make_runtime(opts)
-        except FlowerError as exc:
+        except BaseException as exc:
             view.close()
             if lock is not None:
                 lock.release()
-            raise UsageError(str(exc)) from None
-        except BaseException:
-            view.close()
-            if lock is not None:
-                lock.release()
+            told = exc if isinstance(exc, FlowerError) else disk_error(exc, opts.lang)
+            if told is not None:
+                raise UsageError(str(told)) from None
             raise
         view.show()
         _LIVE_RUNTIMES.add(rt)
@@ -305,6 +286,9 @@ class FlowerMagics(Magics):
             with contextlib.suppress(KeyboardInterrupt):
                 runner.join(WIND_DOWN_S)
         if runner.error is not None:
+            disk = disk_error(runner.error, getattr(rt, "lang", ""))
+            if disk is not None:
+                raise UsageError(str(disk)) from None
             raise runner.error
 
     @staticmethod
@@ -350,6 +334,10 @@ class _Runner(threading.Thread):
             # Held until the workflow ends, not until the cell returns: after a second Interrupt the
             # cell is free while this thread still winds the step down.
             self.lock.release()
+
+
+# ``%flower?`` shows the flags after the docstring, as magic_arguments would.
+FlowerMagics.flower.__doc__ = f"{FlowerMagics.flower.__doc__ or ''}\n{PARSER.format_help()}"
 
 
 def load(ipython: Any) -> None:

@@ -16,16 +16,8 @@ import time
 from typing import Any, TextIO
 
 from flower_magic.core.events import Event
-from flower_magic.core.words import say
-from flower_magic.workflow.phrases import (
-    Line,
-    handoff_block,
-    handoff_notice,
-    result_line,
-    round_header,
-    status_line,
-    step_header,
-)
+from flower_magic.workflow.phrases import Line, result_line, status_line
+from flower_magic.workflow.view import shown
 
 _SGR = {"": "", "dim": "2", "bold": "1", "head": "1;36", "ok": "32", "bad": "31", "warn": "33", "note": "36"}
 _ESCAPES = re.compile(
@@ -36,6 +28,15 @@ _ESCAPES = re.compile(
 def sanitize(text: str) -> str:
     """Agent text made safe for a terminal: no escape sequences, no control characters but newline and tab."""
     return _ESCAPES.sub("", text)
+
+
+PROMPT = "  > "  # under a question: type the answer (or a number) and Enter
+
+
+def _clip(text: str, limit: int) -> str:
+    """Agent text for a terminal line: sanitised; cut at ``limit`` characters, saying how much was cut."""
+    text = sanitize(str(text))
+    return text if len(text) <= limit else f"{text[:limit]} …(+{len(text) - limit})"
 
 
 def use_color(stream: TextIO) -> bool:
@@ -88,81 +89,34 @@ class TerminalView:
     def _show(self, ev: Event) -> None:
         p = ev.payload
         sub = bool(p.get("subagent"))
-        pad = "    " if sub else ""
         if isinstance(p.get("context"), int) and not sub:
             self.context = p["context"]
-        if ev.kind == "step" and "index" not in p:
-            self.line(round_header(sanitize(ev.text), judge=bool(p.get("judge")), width=self.width()))
-        elif ev.kind == "step":
-            self.say("", "")
-            self.line(
-                step_header(
-                    ev.text,
-                    p.get("index", 0),
-                    p.get("total", 0),
-                    resumed=bool(p.get("resumed")),
-                    woke=int(p.get("woke") or 1),
-                    width=self.width(),
-                    lang=self.lang,
-                )
-            )
-            self.say("", "")
-        elif ev.kind == "text":
-            if sub and not self.verbose:
-                return
-            self.say("", pad + sanitize(ev.text).replace("\n", "\n" + pad))
-            if not sub:
-                self.line(status_line(self.context, self.cost, time.monotonic() - self.started, self.lang))
-        elif ev.kind == "thinking" and self.verbose:
-            self.say("dim", pad + "~ " + sanitize(ev.text)[:400])
-        elif ev.kind == "tool_call":
-            self.say("dim", f"{pad}* [{ev.tool}] {sanitize(ev.text)}")
-        elif ev.kind == "tool_result":
-            if p.get("is_error") or self.verbose:
-                self.say("bad" if p.get("is_error") else "dim", pad + "  -> " + sanitize(ev.text)[:300])
-        elif ev.kind == "retry":
-            self.say("warn", "~ " + sanitize(ev.text))
-        elif ev.kind == "notice":
-            self.say("warn", sanitize(ev.text))
-        elif ev.kind == "error":
-            self.say("bad", "! " + sanitize(ev.text))
-        elif ev.kind == "handoff":
-            self._handoff(ev)
-        elif ev.kind == "ask":
-            self._ask(ev)
-        elif ev.kind == "task" and ev.text:
-            self.say("warn" if p.get("unverifiable") else "note", "! " + sanitize(ev.text))
-        elif ev.kind == "result":
+        if ev.kind == "result":
             self.cost += float(p.get("cost_usd") or 0.0)
-        elif ev.kind in ("system", "prompt", "reset", "unknown") and self.verbose:
-            self.say("dim", f"{pad}<{ev.kind}> {sanitize(ev.text)[:200]}")
-
-    def _handoff(self, ev: Event) -> None:
-        phase = ev.payload.get("phase")
-        if phase == "done":
-            for line in handoff_block(ev.payload, self.lang):
-                self.line(line)
-        else:
-            self.say("warn", "# " + sanitize(handoff_notice(ev.payload, self.lang) or ev.text))
-
-    def _ask(self, ev: Event) -> None:
-        p = ev.payload
-        if p.get("kind") == "mail":
-            if p.get("state") == "delivered":
-                self.say("dim", f"+ ({p.get('id')}) {sanitize(ev.text)[:80]}")
             return
-        state, ask_id = p.get("state"), p.get("id")
-        if ask_id not in self._shown_asks:
-            self._shown_asks.add(ask_id)
-            self.say("warn", say("question", self.lang, question=sanitize(ev.text)))
-            for i, option in enumerate(p.get("options") or [], start=1):
-                self.say("", f"  {i}. {sanitize(str(option))}")
-        if state == "asked":
-            self.say("dim", "  > ")
-        elif state == "answered":
-            self.say("ok", f"  + {sanitize(str(p.get('answer') or ''))}")
-        elif state:
-            self.say("dim", f"  ({state})")
+        what = shown(ev, lang=self.lang, verbose=self.verbose, width=self.width(), clip=_clip)
+        if what is None:
+            return
+        lines = what.lines
+        if what.kind == "ask":
+            # A terminal cannot change what it printed: the question once, then each new state.
+            if what.key in self._shown_asks:
+                lines = lines[what.head :]
+            self._shown_asks.add(what.key)
+            if what.state == "asked":  # the terminal's input prompt: the answer is typed after it
+                lines = [*lines[:-1], [("dim", PROMPT)]]
+        if what.kind == "step":
+            self.say("", "")
+        pad = "    " if what.sub else ""
+        for line in lines:
+            if pad:
+                line = [(style, text.replace("\n", "\n" + pad)) for style, text in line]
+                line[:1] = [(line[0][0], pad + line[0][1])] if line else []
+            self.line(line)
+        if what.kind == "step":
+            self.say("", "")
+        elif what.kind == "text" and not what.sub:
+            self.line(status_line(self.context, self.cost, time.monotonic() - self.started, self.lang))
 
     def on_step(self, step: Any, result: Any) -> None:
         self.line(

@@ -12,7 +12,7 @@ import { LabIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
 import { PanelRequests, panelOutputFactory, relativeToRoot } from './magicOutput';
-import { FlowerPanel } from './panel';
+import { DEFAULT_RUN_DIR, FlowerPanel } from './panel';
 
 export const COMMAND_OPEN = 'flower-magic:open';
 
@@ -70,6 +70,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
         if (!panel.isAttached) {
           app.shell.add(panel, 'right', { rank: 600 });
         }
+        if (typeof args?.runDir === 'string') {
+          panel.setRunDir(args.runDir);
+        }
         if (typeof args?.path === 'string') {
           panel.setPath(args.path);
         } else if (panel.currentPath === null) {
@@ -83,9 +86,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
     // `%flower --panel`: the output renders a line; its live message opens the panel, once.
     // Notebooks clone the registry when they open, after this runs, so they all get the renderer.
     rendermime?.addFactory(panelOutputFactory);
-    const requests = new PanelRequests((dir, widget) => {
+    const requests = new PanelRequests((dir, widget, runDir) => {
       const path = relativeToRoot(dir) ?? folderOf(widget);
-      void app.commands.execute(COMMAND_OPEN, path === null ? {} : { path });
+      const args: { path?: string; runDir: string } = { runDir: runDir ?? DEFAULT_RUN_DIR };
+      if (path !== null) {
+        args.path = path;
+      }
+      void app.commands.execute(COMMAND_OPEN, args);
     });
     // A cell runs in a widget that is, or was, the current one; restored widgets are swept once.
     const watchAll = () => {

@@ -9,21 +9,31 @@ export const PANEL_MIME = 'application/vnd.flower-magic.panel+json';
 /** Ahead of text/plain (120) and the other standard renderers. */
 const RANK = 40;
 
-/** `{path, nonce}`: the notebook's absolute directory as the kernel sees it, and a per-output id. */
+/**
+ * `{path, nonce, run_dir?}`: the notebook's absolute directory as the kernel sees it, a per-output id,
+ * and the run dir relative to that directory when `%config FlowerMagics.run_dir` (or `-r`) moved it.
+ */
 export interface IPanelRequest {
   path: string;
   nonce: string;
+  runDir?: string;
 }
 
 export function asPanelRequest(data: unknown): IPanelRequest | null {
-  const value = data as Partial<IPanelRequest> | null;
-  return value &&
-    typeof value === 'object' &&
-    typeof value.path === 'string' &&
-    typeof value.nonce === 'string' &&
-    value.nonce !== ''
+  const value = data as (Partial<IPanelRequest> & { run_dir?: unknown }) | null;
+  if (
+    !value ||
+    typeof value !== 'object' ||
+    typeof value.path !== 'string' ||
+    typeof value.nonce !== 'string' ||
+    value.nonce === ''
+  ) {
+    return null;
+  }
+  const runDir = typeof value.run_dir === 'string' && value.run_dir !== '' ? value.run_dir : undefined;
+  return runDir === undefined
     ? { path: value.path, nonce: value.nonce }
-    : null;
+    : { path: value.path, nonce: value.nonce, runDir };
 }
 
 /**
@@ -106,8 +116,11 @@ export class PanelRequests {
   private readonly watched = new WeakSet<object>();
   private readonly handled = new Set<string>();
 
-  /** `open(dir, widget)`: `dir` is the kernel's absolute directory, `widget` the panel that ran it. */
-  constructor(private readonly open: (dir: string, widget: Widget) => void) {}
+  /**
+   * `open(dir, widget, runDir)`: `dir` is the kernel's absolute directory, `widget` the panel that
+   * ran it, `runDir` the run dir relative to `dir` when it is not the default.
+   */
+  constructor(private readonly open: (dir: string, widget: Widget, runDir?: string) => void) {}
 
   /** Listen to a widget's kernel, if it has one (notebook, console); each session once. */
   watch(widget: Widget | null): void {
@@ -134,6 +147,6 @@ export class PanelRequests {
       return;
     }
     this.handled.add(request.nonce);
-    this.open(request.path, widget);
+    this.open(request.path, widget, request.runDir);
   }
 }

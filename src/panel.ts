@@ -92,6 +92,20 @@ export class FlowerPanel extends Widget {
     );
   }
 
+  /** Read the run from `runDir` (relative to the folder); a new run dir clears the old run's view. */
+  setRunDir(runDir: string): void {
+    const next = runDir.trim() || DEFAULT_RUN_DIR;
+    if (next === this.runDir) {
+      return;
+    }
+    this.runDir = next;
+    this.runDirInput.value = next;
+    this.reset();
+    if (this.path !== null) {
+      void this.refresh();
+    }
+  }
+
   /** Follow a folder (relative to the server root). A new folder clears the old run's view. */
   setPath(path: string): void {
     if (path === this.path) {

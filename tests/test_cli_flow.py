@@ -624,7 +624,7 @@ def test_garbled_brief_and_nobody_to_answer(
     assert asked.last_user_text.strip().endswith(TASK)
     (result,) = decided.tool_results()
     assert TIMEOUT_TEXT in str(result["content"]) and "未知与假设" in TIMEOUT_TEXT
-    assert "(timeout)" in done.out
+    assert say("ask_timeout", "zh") in done.out
     assert "[timeout]" in (notes(workspace) / "问答记录.md").read_text(encoding="utf-8")
     brief = Brief.load(notes(workspace) / "需求.md")
     assert brief is not None and brief.complete()

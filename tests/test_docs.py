@@ -13,9 +13,9 @@ def _options(parser: argparse.ArgumentParser) -> set[str]:
 
 
 def test_every_magic_flag_is_in_the_readme() -> None:
-    from flower_magic.magics import FlowerMagics
+    from flower_magic.magics import PARSER
 
-    flags = _options(FlowerMagics.flower.parser)  # the parser behind %flower? as well
+    flags = _options(PARSER)  # the parser behind %flower? as well
     assert len(flags) > 15
     missing = sorted(f for f in flags if f"`{f}" not in README)
     assert missing == []
@@ -26,6 +26,18 @@ def test_every_cli_flag_is_in_the_readme() -> None:
 
     missing = sorted(f for f in _options(build_parser()) if f"`{f}" not in README)
     assert missing == []
+
+
+def test_the_two_front_ends_take_the_same_flags_from_one_table() -> None:
+    """The command and the magic differ only where a front end has no use for a flag."""
+    from flower_magic.cli import build_parser
+    from flower_magic.magics import PARSER
+    from flower_magic.workflow.flags import FLAGS
+
+    cli, magic = _options(build_parser()), _options(PARSER)
+    assert cli - magic == {"-w", "--workspace"}
+    assert magic - cli == {"--panel"}
+    assert cli | magic == {name for flag in FLAGS for name in flag.names}
 
 
 def test_every_setting_is_in_the_readme() -> None:

@@ -209,3 +209,30 @@ def test_rescue_from_a_signal_while_the_rows_are_being_written_does_not_wait_on_
         assert [(r["step"], r["error"]) for r in rows] == [("干活", "killed-by-signal")]
     finally:
         rt.close()
+
+
+@pytest.mark.anyio
+async def test_a_manifest_row_that_cannot_be_written_is_said_not_swallowed(
+    fake_api: FakeAnthropic, fake_api_env: dict[str, str], workspace: Path
+) -> None:
+    """Issue 11 (5): the run goes on (its session is kept), and the person reads why its row is missing."""
+    from flower_magic.core.words import say
+
+    fake_api.add(text("one"), text("two"))
+    rt = Runtime(workspace=workspace, run_dir=workspace / "runs")
+    events: list[Event] = []
+    spec = AgentSpec(name="a", instructions="")
+    try:
+        (workspace / "runs" / ".lock").mkdir()  # a directory where the manifest's lock file belongs
+        first = await rt.run(spec, "first", step_name="s1", on_event=events.append)
+        (workspace / "runs" / ".lock").rmdir()
+        second = await rt.run(spec, "second", step_name="s2", on_event=events.append)
+    finally:
+        rt.close()
+    assert first.ok and second.ok
+    told = [e for e in events if e.kind == "notice" and "manifest_error" in e.payload]
+    assert len(told) == 1 and "s1" in told[0].text
+    assert told[0].text.startswith(say("manifest_unwritten", "zh", path="", step="s1", why="")[:8])
+    from flower_magic.core import manifest
+
+    assert [r["step"] for r in manifest.read_rows(workspace / "runs")] == ["s1", "s2"]  # caught up

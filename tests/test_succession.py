@@ -63,9 +63,14 @@ def _model(path: Path, *, accepts_pointer: bool) -> Callable[[Request], Reply]:
     return answer
 
 
-def _runtime(workspace: Path, *, trim: bool, handoff: HandoffPolicy | None = None) -> Runtime:
+def _runtime(workspace: Path, *, trim: bool, handoff: HandoffPolicy | None = None, lang: str = "") -> Runtime:
     return Runtime(
-        workspace=workspace, run_dir=workspace / "runs", resilience=False, handoff=handoff or _window_40k(), trim=trim
+        workspace=workspace,
+        run_dir=workspace / "runs",
+        resilience=False,
+        handoff=handoff or _window_40k(),
+        trim=trim,
+        lang=lang,
     )
 
 
@@ -171,11 +176,16 @@ async def test_the_gate_still_judges_a_step_that_cannot_fit_then_the_step_stops(
     assert len(fake_api.requests) == 1  # no further round: it would hit the same wall
 
 
+@pytest.mark.parametrize(
+    ("lang", "near", "squeezed"), [("zh", "接近交接线", "到了交接线"), ("en", "near the", "reached the")]
+)
 async def test_context_notices_come_once_per_runtime_and_never_for_a_gates_sessions(
-    fake_api: FakeAnthropic, fake_api_env: dict[str, str], workspace: Path
+    fake_api: FakeAnthropic, fake_api_env: dict[str, str], workspace: Path, lang: str, near: str, squeezed: str
 ) -> None:
+    """Issue 13: "near the hand-off line" came at the start of every session, the judge's too. Each
+    notice is said once per runtime, in the runtime's language, and never for a gate's own session."""
     fake_api.default = _model(_big_file(workspace), accepts_pointer=True)
-    rt = _runtime(workspace, trim=True)
+    rt = _runtime(workspace, trim=True, lang=lang)
     events: list[Event] = []
     try:
         quiet = await rt.run(READER, "把 big.txt 读一遍。", on_event=events.append, announce_context=False)
@@ -185,5 +195,7 @@ async def test_context_notices_come_once_per_runtime_and_never_for_a_gates_sessi
     finally:
         rt.close()
     assert quiet.ok and loud.ok, (quiet.error, loud.error)
-    phases = [e.payload.get("phase") for e in events if e.kind == "handoff"]
-    assert phases == ["near", "squeezed"]
+    said = [(e.payload.get("phase"), e.text) for e in events if e.kind == "handoff"]
+    assert [phase for phase, _ in said] == ["near", "squeezed"]
+    assert near in said[0][1] and squeezed in said[1][1]
+    assert ("上下文" in said[0][1] + said[1][1]) == (lang == "zh")

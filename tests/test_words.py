@@ -20,3 +20,33 @@ def test_both_languages_have_the_same_phrases_with_the_same_fields() -> None:
 
 def test_an_unknown_language_falls_back_to_chinese() -> None:
     assert words.say("done", "fr") == words.say("done", "zh")
+
+
+def test_every_phrase_is_said_somewhere() -> None:
+    """Issue 11 (6): a phrase nothing says is dead weight that misleads (``received_no_brief`` once made
+    the CLI claim every remark went into the brief). Keys built at run time are named by prefix."""
+    import pathlib
+
+    from flower_magic.core import words
+
+    composed = (
+        "col_",
+        "front_",
+        "stop_",
+        "writer_",
+        "ask_",
+        "state_",
+        "run_locked",
+        "session_busy",
+        "foreign_wait",
+        "minutes",
+        "kind_",
+        "role_",
+        "reason_",
+    )
+    root = pathlib.Path(words.__file__).parents[1]
+    code = "\n".join(p.read_text(encoding="utf-8") for p in root.rglob("*.py") if p.name != "words.py")
+    unused = [
+        k for k in words._TEXTS["zh"] if not k.startswith(composed) and f'"{k}"' not in code and f"'{k}'" not in code
+    ]
+    assert unused == []

@@ -47,9 +47,6 @@ class AgentSpec:
         hooks: SDK hook matchers by event.
         compact: a compaction policy; ``None`` lets the runtime choose (hand-off on → no auto-compact).
         env: extra environment for the CLI.
-        glance: the role may run read-only "glance" shell commands itself.
-        workbench: inject the workbench index into the first message of a new session.
-        delegate_only: the role delegates hands-on work to subagents.
     """
 
     name: str
@@ -66,9 +63,6 @@ class AgentSpec:
     hooks: dict[str, list[Any]] | None = None
     compact: EnvPolicy | None = None
     env: dict[str, str] = field(default_factory=dict)
-    glance: bool = False
-    workbench: bool = True
-    delegate_only: bool = False
 
 
 def build_options(
@@ -78,7 +72,6 @@ def build_options(
     session_store: Any = None,
     resume: str | None = None,
     fork: bool = False,
-    resume_at: str | None = None,
     session_id: str | None = None,
     env: dict[str, str] | None = None,
     hooks: dict[str, list[Any]] | None = None,
@@ -94,7 +87,7 @@ def build_options(
         spec: the role.
         cwd: the agent's working directory (the workspace).
         session_store: where transcripts are mirrored (flushed eagerly so a kill loses little).
-        resume: a session id to continue; ``fork`` and ``resume_at`` only apply with it.
+        resume: a session id to continue; ``fork`` only applies with it.
         session_id: start a NEW session under this id (used to keep an id that lineage already
             recorded when its transcript never reached the store). Ignored when resuming.
         env: environment from the runtime; the spec's ``env`` and compaction settings go on top.
@@ -135,8 +128,6 @@ def build_options(
     if resume:
         kw["resume"] = resume
         kw["fork_session"] = fork
-        if resume_at:
-            kw["resume_session_at"] = resume_at
     elif session_id:
         kw["session_id"] = session_id
     if cli_path:

@@ -74,9 +74,11 @@ def write_atomic(path: Path, data: bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
+        if isinstance(exc, OSError) and exc.filename is None:  # a failed write names no file: name it
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
     _fsync_dir(folder)
 

@@ -35,3 +35,11 @@ def stands_for(uid: str) -> str | None:
             return None
         uid = rest
     return uid or None
+
+
+_SESSION_ID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def is_session_id(value: object) -> bool:
+    """A session id the Claude Code CLI accepts (a UUID); it refuses anything else to resume or start."""
+    return isinstance(value, str) and _SESSION_ID.fullmatch(value) is not None

@@ -9,8 +9,12 @@ keeps its traceback. Messages come from the phrase tables (``core.words``), in t
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
 import os
+import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from flower_magic.core.project import config_dir
@@ -54,6 +58,50 @@ class PathError(UserError, OSError):
         shown_role = say("role_workspace" if role == "workspace" else "role_run_dir", lang)
         flag = "-w/--workspace" if role == "workspace" else "-r/--run-dir"
         super().__init__(say("path_unusable", lang, path=path, role=shown_role, reason=reason, flag=flag))
+
+
+@contextlib.contextmanager
+def logged(logger: logging.Logger, what: str, level: int = logging.DEBUG) -> Iterator[None]:
+    """Carry on past an error in best-effort work, but say it in ``logger`` (with the traceback)
+    instead of swallowing it: ``with logged(log, "closing the store"): store.close()``."""
+    try:
+        yield
+    except Exception:
+        logger.log(level, "%s failed", what, exc_info=True)
+
+
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
+MIN_FREE_BYTES = 8 * 1024 * 1024  # below this, a run would fail at its first transcript write
+
+
+class DiskError(FlowerError, OSError):
+    """A write failed because the disk is full, over quota or read-only: one line saying which file
+    and what to do. What was written before stays; the next run continues from there.
+
+    Attributes:
+        path: the file that could not be written ("" when the system did not say).
+    """
+
+    def __init__(self, exc: OSError, lang: str = "") -> None:
+        from flower_magic.core.words import pick_lang_or_default, say
+
+        self.path = str(exc.filename or "")
+        why = exc.strerror or type(exc).__name__
+        super().__init__(say("disk_error", pick_lang_or_default(lang), path=self.path or "?", why=why))
+
+
+def disk_error(exc: BaseException, lang: str = "") -> DiskError | None:
+    """``exc`` (or the OSError it was raised from) as a ``DiskError`` when the disk is to blame, else None."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, DiskError):
+            return cur
+        if isinstance(cur, OSError) and cur.errno in DISK_ERRNOS:
+            return DiskError(cur, lang)
+        cur = cur.__cause__ or cur.__context__
+    return None
 
 
 class NotAFile(UserError, OSError):
@@ -179,6 +227,12 @@ def check_dir(role: str, path: Path, lang: str = "") -> None:
             read_only = bool(os.statvfs(here).f_flag & os.ST_RDONLY)
     if read_only:
         raise PathError(role, path, say("reason_read_only", lang), lang)
+    try:
+        free = shutil.disk_usage(here).free
+    except OSError:
+        free = MIN_FREE_BYTES
+    if free < MIN_FREE_BYTES:
+        raise PathError(role, path, say("reason_full", lang, free=f"{free / 2**20:.1f} MiB"), lang)
 
 
 def check_files(paths: list[Path], lang: str = "") -> None:

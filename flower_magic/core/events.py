@@ -162,7 +162,7 @@ def _system(msg: Any) -> list[Event]:
         return [
             Event(
                 "reset",
-                f"压缩({trigger}) {pre} → {post} tokens",
+                f"⇣ {pre} → {post} tokens ({trigger})",
                 payload={
                     "trigger": trigger,
                     "pre_tokens": pre,

@@ -186,6 +186,7 @@ class HumanChannel:
     ) -> None:
         self.on_event = on_event
         self.max_asks = max_asks
+        self.last_mail: Mail | None = None  # what send() queued last (front ends say where it went)
         self.timeout_s = timeout_s
         self.log_path = Path(log_path) if log_path is not None else None
         self.amend_path = Path(amend_path) if amend_path is not None else None
@@ -292,6 +293,7 @@ class HumanChannel:
             mail.amended = str(self.amend_path)
         with self._lock:
             self._entries.append(mail)
+            self.last_mail = mail
         self._emit_from_any_thread(lambda: self._emit(self._mail_event(mail)) if mail.state == QUEUED else None)
         return mail
 
@@ -306,13 +308,12 @@ class HumanChannel:
             return False
         return True
 
-    def route_input(self, text: str, *, has_oracle: bool = False) -> str:
+    def route_input(self, text: str) -> str:
         """Act on a line a person typed, by the rule every front end shares; returns what it became.
 
         With a question pending the line answers the oldest (a number picks an option, blank declines):
-        ``answered`` / ``declined``. Otherwise it is ``mail``; with ``has_oracle`` a leading ``?`` is
-        left to the front end (``oracle``). ``ignored``: blank with nothing pending, or the question
-        closed meanwhile.
+        ``answered`` / ``declined``. Otherwise it is ``mail``. ``ignored``: blank with nothing pending,
+        or the question closed meanwhile.
         """
         waiting = self.pending()
         if waiting:
@@ -320,8 +321,6 @@ class HumanChannel:
             if not text.strip():
                 return DECLINED if self.decline(ask.id) else "ignored"
             return ANSWERED if self.answer(ask.id, text) else "ignored"
-        if has_oracle and text.strip().startswith(("?", "?")):
-            return "oracle"
         return "mail" if self.send(text) is not None else "ignored"
 
     async def ask(self, question: str, options: Sequence[Any] | None = None) -> Ask:

@@ -83,6 +83,9 @@ def _status(*codes: int) -> str:
 # story at many times the cost: the step stops and says why; the next run resumes its session.
 _TOO_BIG_RE = re.compile(r"exceeded maximum buffer size", re.IGNORECASE)
 SDK_READER_LOGGER = "claude_agent_sdk._internal.query"  # where the SDK logs it
+# Where the SDK logs a transcript batch the store refused; the runtime says it itself ("! session store: …").
+SDK_MIRROR_LOGGER = "claude_agent_sdk._internal.transcript_mirror_batcher"
+_MIRROR_FAILED = "[TranscriptMirrorBatcher] flush failed"
 
 _FATAL_RE = re.compile(
     "|".join(
@@ -205,19 +208,22 @@ class _SaidElsewhere(logging.Filter):
     """Drops the SDK's own log line about a message past the read limit (see ``quiet_sdk_reader``)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not is_too_big(record.getMessage())
+        text = record.getMessage()
+        return not (is_too_big(text) or text.startswith(_MIRROR_FAILED))
 
 
 def quiet_sdk_reader() -> None:
-    """Mute the SDK's "Fatal error in message reader: ... exceeded maximum buffer size" log line.
+    """Mute the SDK's "Fatal error in message reader: ... exceeded maximum buffer size" log line, and
+    its "[TranscriptMirrorBatcher] flush failed" line (the runtime's own notice says that one).
 
     The runtime records that failure in the step's manifest row and the front ends explain it in one
     line; the SDK's line (printed on stderr, in a notebook cell too) would be a second, unexplained one.
     Other messages of that logger pass. Idempotent.
     """
-    logger = logging.getLogger(SDK_READER_LOGGER)
-    if not any(isinstance(f, _SaidElsewhere) for f in logger.filters):
-        logger.addFilter(_SaidElsewhere())
+    for name in (SDK_READER_LOGGER, SDK_MIRROR_LOGGER):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _SaidElsewhere) for f in logger.filters):
+            logger.addFilter(_SaidElsewhere())
 
 
 def classify(text: str | None) -> Kind:
@@ -301,11 +307,14 @@ async def reachable(host: str, port: int, timeout: float = 5.0) -> bool:
     return False
 
 
-def human_wait(seconds: float) -> str:
-    """Render a wait for people: ``"45 秒"`` under a minute, else ``"60 分钟"``."""
+def human_wait(seconds: float, lang: str = "zh") -> str:
+    """Render a wait for people: ``"45 秒"`` under a minute, else ``"60 分钟"`` (``45 s``, ``60 min``)."""
+    from flower_magic.core.words import pick_lang_or_default, say
+
+    lang = pick_lang_or_default(lang)
     if seconds < 60:
-        return f"{seconds:.0f} 秒"
-    return f"{seconds / 60:.0f} 分钟"
+        return say("wait_seconds", lang, n=f"{seconds:.0f}")
+    return say("wait_minutes", lang, n=f"{seconds / 60:.0f}")
 
 
 def cli_retry_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -370,27 +379,32 @@ class Resilience:
         """Whether an error of this ``classify`` kind is worth another attempt."""
         return kind == TRANSIENT or (kind == UNKNOWN and self.retry_unknown)
 
-    async def wait_online(self, notify: Callable[[str], None] | None = None) -> bool:
+    async def wait_online(self, notify: Callable[[str], None] | None = None, *, lang: str = "zh") -> bool:
         """Wait until the API endpoint accepts a TCP connection.
 
         Args:
             notify: told once when the endpoint is first found down
-                (``<host>:<port> 不可达,等待恢复(最多 <wait>)``) and once when it is back
-                (``<host>:<port> 恢复,继续``). Nothing is said when it is up at the first probe.
+                (``endpoint_down`` in ``core.words``) and once when it is back (``endpoint_back``).
+                Nothing is said when it is up at the first probe.
+            lang: the language of those lines.
 
         Returns:
             True when the endpoint is reachable, False after ``max_offline_wait`` seconds without.
         """
+        from flower_magic.core.words import pick_lang_or_default, say
+
+        lang = pick_lang_or_default(lang)
         host, port = endpoint()
         deadline = time.monotonic() + self.max_offline_wait
         first = True
         while True:
             if await reachable(host, port, self.probe_timeout):
                 if not first and notify is not None:
-                    notify(f"{host}:{port} 恢复,继续")
+                    notify(say("endpoint_back", lang, host=host, port=port))
                 return True
             if first and notify is not None:
-                notify(f"{host}:{port} 不可达,等待恢复(最多 {human_wait(self.max_offline_wait)})")
+                wait = human_wait(self.max_offline_wait, lang)
+                notify(say("endpoint_down", lang, host=host, port=port, wait=wait))
             first = False
             left = deadline - time.monotonic()
             if left <= 0:

@@ -70,7 +70,6 @@ class Plan:
     prompt: str
     resume: str | None = None
     fork: bool = False
-    resume_at: str | None = None
     session_id: str | None = None  # start a new session under this id (lineage kept it)
 
 

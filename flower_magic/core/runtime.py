@@ -32,7 +32,7 @@ from typing import Any
 from flower_magic.core import manifest
 from flower_magic.core.agent import AgentSpec, build_options
 from flower_magic.core.compact import CompactPolicy
-from flower_magic.core.errors import CredentialsError, ensure_dir, has_credentials
+from flower_magic.core.errors import CredentialsError, ensure_dir, has_credentials, logged
 from flower_magic.core.events import Event, Sink, normalize, session_id_of
 from flower_magic.core.foreign_writer import OtherWriters
 from flower_magic.core.handoff import HandoffPolicy
@@ -139,6 +139,7 @@ class Runtime:
         self.results: list[StepResult] = []
         self.run_id = manifest.new_run_id()
         self._fs_noted = False
+        self.persist_error: OSError | None = None  # the last manifest write that failed, until one succeeds
         self.on_session: Callable[[str], None] | None = None
         self._current: StepResult | None = None
         self._interrupt: str | None = None
@@ -175,6 +176,7 @@ class Runtime:
         try:
             return bool(self.store.has_session(self.project_key, session_id))
         except Exception:
+            log.warning("could not ask the store about session %s", session_id, exc_info=True)
             return False
 
     def context_of(self, session_id: str) -> int:
@@ -216,7 +218,7 @@ class Runtime:
         self._cli_interrupt_sent = True
 
         async def send() -> None:
-            with contextlib.suppress(Exception):
+            with logged(log, "sending the interrupt to the CLI"):
                 await asyncio.wait_for(client.interrupt(), timeout=5)
 
         self._interrupt_task = asyncio.ensure_future(send())
@@ -225,10 +227,6 @@ class Runtime:
         with self._interrupt_lock:
             words, self._interrupt = self._interrupt, None
             return words
-
-    @property
-    def interrupt_pending(self) -> bool:
-        return self._interrupt is not None
 
     def rescue(self) -> None:
         """Record the in-flight step (``killed-by-signal``) before the process goes. Never raises.
@@ -253,7 +251,7 @@ class Runtime:
         if self._closed:
             return
         self._closed = True
-        with contextlib.suppress(Exception):
+        with logged(log, "closing the session store", logging.WARNING):
             self.store.close()
 
     # -- one step --------------------------------------------------------------------------------
@@ -266,7 +264,6 @@ class Runtime:
         step_name: str | None = None,
         resume: str | None = None,
         fork: bool = False,
-        resume_at: str | None = None,
         session_id: str | None = None,
         on_event: Sink | None = None,
         opening: str | Callable[[], str] | None = None,
@@ -280,7 +277,6 @@ class Runtime:
             step_name: the name in the manifest (default: the spec's name).
             resume: continue this session instead of starting one.
             fork: with ``resume``, continue under a new id.
-            resume_at: with ``resume``, cut the history after this entry uuid.
             session_id: start the new session under this id (kept from lineage).
             on_event: a sink for live events.
             opening: the step's own instructions (or a function giving them), for when ``resume``
@@ -298,7 +294,7 @@ class Runtime:
         self._opening = opening if resume else prompt
         if resume and not fork and not self.holds_prompt(resume):
             prompt = self._with_opening(prompt)
-        plan = Plan(prompt, resume=resume, fork=fork, resume_at=resume_at, session_id=session_id)
+        plan = Plan(prompt, resume=resume, fork=fork, session_id=session_id)
         turn = Turn()
         attempt = 0
         try:
@@ -324,7 +320,7 @@ class Runtime:
                         on_event,
                         Event(
                             "retry",
-                            "已打断,带着你的话续跑" if words else "已打断,继续跑",
+                            self.say("interrupted_words" if words else "interrupted_plain"),
                             payload={"step": result.step, "attempt": attempt, "interrupt": True},
                         ),
                     )
@@ -346,7 +342,7 @@ class Runtime:
                 plan = (
                     await self._continue(result, self.resilience.resume_prompt)
                     if result.session_id
-                    else replace(plan, resume=None, fork=False, resume_at=None)
+                    else replace(plan, resume=None, fork=False)
                 )
         except BaseException as exc:
             result.ok = False
@@ -364,6 +360,10 @@ class Runtime:
             self._loop = None
             self.results.append(result)
             self._persist()
+            if self.persist_error is not None:
+                why = self.persist_error.strerror or type(self.persist_error).__name__
+                text = self.say("manifest_unwritten", path=self.manifest_path, step=result.step, why=why)
+                self._emit(on_event, Event("notice", text, payload={"manifest_error": why}))
         return result
 
     async def recover(self, session_id: str) -> bool:
@@ -400,6 +400,7 @@ class Runtime:
         try:
             return has_prompt(self.store.load_range(key, 0, PROMPT_SCAN_ENTRIES))
         except Exception:
+            log.warning("could not read the start of session %s", session_id, exc_info=True)
             return False
 
     def holds_text(self, session_id: str, text: str) -> bool:
@@ -417,6 +418,7 @@ class Runtime:
             try:
                 opening = opening()
             except Exception:
+                log.warning("the step's opening instructions could not be rendered", exc_info=True)
                 opening = None
         if not opening or opening == prompt:
             return prompt
@@ -449,11 +451,12 @@ class Runtime:
         def note(text: str) -> None:
             self._emit(on_event, Event("retry", text, payload={"step": result.step, "attempt": attempt}))
 
-        note(f"第 {attempt} 次失败({kind}),准备重试")
-        if not await policy.wait_online(note):
+        note(self.say("retry_note", attempt=attempt, kind=kind))
+        if not await policy.wait_online(note, lang=self.lang):
             from flower_magic.core.resilience import human_wait
 
-            result.error = f"{result.error} | 网络在 {human_wait(policy.max_offline_wait)} 内未恢复"
+            wait = human_wait(policy.max_offline_wait, self.lang)
+            result.error = f"{result.error} | {self.say('offline_gave_up', wait=wait)}"
             return False
         await asyncio.sleep(policy.delay_for(attempt))
         return True
@@ -488,7 +491,6 @@ class Runtime:
             session_store=self.store,
             resume=plan.resume,
             fork=plan.fork,
-            resume_at=plan.resume_at,
             session_id=plan.session_id,
             env={**self.env, **launcher_env()},
             portable=self.portable,
@@ -544,7 +546,7 @@ class Runtime:
             result.errors.append(result.error)
         finally:
             self._client = None
-            with contextlib.suppress(Exception):
+            with logged(log, "disconnecting from the CLI"):
                 await asyncio.wait_for(disconnect(client), DISCONNECT_TIMEOUT_S)
         if self._interrupt is not None and result.error != HANDOFF_DUE and not self._writing_handoff:
             result.ok, result.error = False, INTERRUPTED
@@ -566,7 +568,7 @@ class Runtime:
                     if event.kind != "result":
                         self._take_event(event, result, texts, on_event)
 
-        with contextlib.suppress(Exception):
+        with logged(log, "draining the CLI after an interrupt"):
             await asyncio.wait_for(drain(), INTERRUPT_DRAIN_S)
 
     def _see_session(self, message: Any, result: StepResult) -> None:
@@ -575,7 +577,7 @@ class Runtime:
             result.session_id = sid
             hook = self.on_session
             if hook is not None:
-                with contextlib.suppress(Exception):
+                with logged(log, "the on_session hook", logging.WARNING):
                     hook(sid)
 
     def _take_event(self, event: Event, result: StepResult, texts: list[str], on_event: Sink | None) -> None:
@@ -602,18 +604,30 @@ class Runtime:
             check_model(self, event.payload["model"], on_event)
         self._emit(on_event, event)
 
+    def say(self, key: str, **fields: Any) -> str:
+        """A phrase from ``core.words`` in this runtime's language (``lang``, else ``FLOWER_LANG``, else zh)."""
+        from flower_magic.core.words import pick_lang_or_default, say
+
+        return say(key, pick_lang_or_default(self.lang), **fields)
+
     @staticmethod
     def _emit(sink: Sink | None, event: Event) -> None:
         if sink is None:
             return
-        with contextlib.suppress(Exception):
+        with logged(log, f"showing a {event.kind} event", logging.WARNING):
             sink(event)
 
     def _persist(self) -> None:
         self._persisting = True
         try:
             rows = [manifest.row_of(r, self.run_id) for r in self.results]
-            with contextlib.suppress(OSError):
+            try:
                 manifest.persist(self.run_dir, self.run_id, rows)
+            except OSError as exc:
+                # Said to the person by the step that ran (see ``manifest_unwritten``), logged here.
+                log.warning("could not write the manifest %s", self.manifest_path, exc_info=True)
+                self.persist_error = exc
+            else:
+                self.persist_error = None
         finally:
             self._persisting = False

@@ -18,7 +18,9 @@ from functools import lru_cache
 
 # Bodies that mean "nothing here": written by our own to_markdown() or asked for by our prompts.
 PLACEHOLDERS = frozenset(
-    f"{o}{word}{c}" for word in ("未填", "空", "无", "暂无") for o, c in (("(", ")"), ("（", "）"))
+    f"{o}{word}{c}"
+    for word in ("未填", "空", "无", "暂无", "none", "None", "empty", "n/a")
+    for o, c in (("(", ")"), ("（", "）"))
 )
 
 _FENCE_RE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")

@@ -55,7 +55,7 @@ from flower_magic.core.handoff import (
 )
 from flower_magic.core.result import HANDOFF_DUE, INTERRUPT_NOTE, Plan, StepResult
 from flower_magic.core.rundir import notes_dir
-from flower_magic.core.words import human_tokens, pick_lang_or_default, say
+from flower_magic.core.words import human_tokens, pick_lang_or_default
 
 if TYPE_CHECKING:
     from flower_magic.core.agent import AgentSpec
@@ -108,9 +108,9 @@ async def _write_turn(rt: Runtime, spec: AgentSpec, result: StepResult) -> tuple
     result.cost_usd = round(result.cost_usd + turn.cost_usd, 6)
     result.num_turns += turn.num_turns
     if not turn.ok:
-        return Handoff(step=step), (turn.error or "交接那一轮失败了")[:80]
+        return Handoff(step=step), (turn.error or rt.say("handoff_turn_failed"))[:80]
     doc = Handoff.parse(turn.text, step=step)
-    return doc, ("" if doc.complete() else "缺" + "/".join(doc.missing()))
+    return doc, ("" if doc.complete() else rt.say("handoff_missing", sections="/".join(doc.missing())))
 
 
 async def hand_off(
@@ -140,7 +140,7 @@ async def hand_off(
             on_event,
             Event(
                 "handoff",
-                f"上下文 {context / 1000:.1f}K/{policy.window // 1000}K —— 正在写交接…",
+                rt.say("handoff_writing", ctx=f"{context / 1000:.1f}", window=policy.window // 1000),
                 payload={"phase": "writing", "step": result.step, "context": context, "window": policy.window},
             ),
         )
@@ -148,7 +148,7 @@ async def hand_off(
         if why:
             doc = degraded(step, prompt, why)
     if why:
-        result.errors.append(f"交接降级({why})")
+        result.errors.append(rt.say("handoff_degraded_error", why=why))
     path = ""
     with contextlib.suppress(OSError):
         target = handoff_path(notes_dir(rt.workspace), step)
@@ -158,7 +158,7 @@ async def hand_off(
         on_event,
         Event(
             "handoff",
-            f"上下文满了,写交接换新会话({step})",
+            rt.say("handoff_done", step=step),
             payload={
                 "phase": "done",
                 "step": result.step,
@@ -231,7 +231,7 @@ def _announce_squeeze(rt: Runtime, result: StepResult, chars: int, count: int, o
         return
     rt._squeeze_said = True
     policy = rt.handoff
-    text = say("handoff_squeezed", _lang(rt), ctx=human_tokens(rt._watermark), at=human_tokens(policy.at), n=count)
+    text = rt.say("handoff_squeezed", ctx=human_tokens(rt._watermark), at=human_tokens(policy.at), n=count)
     payload = {
         "phase": "squeezed",
         "step": result.step,
@@ -259,7 +259,7 @@ def watch_context(rt: Runtime, context: int, result: StepResult, on_event: Sink 
     policy = rt.handoff
     if policy.enabled and rt._announce and not rt._near_said and rt._watermark >= policy.warn_at:
         rt._near_said = True
-        text = say("handoff_near", _lang(rt), ctx=human_tokens(context), at=human_tokens(policy.at))
+        text = rt.say("handoff_near", ctx=human_tokens(context), at=f"{policy.at / 1000:.0f}")
         payload = {"phase": "near", "step": result.step, "context": context, "window": policy.window, "at": policy.at}
         rt._emit(on_event, Event("handoff", text, payload=payload))
 

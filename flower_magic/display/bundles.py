@@ -92,6 +92,7 @@ def status_bundle(
     lang: str = "zh",
     *,
     max_rows: int = 20,
+    cmd: str = "%flower",
 ) -> dict[str, str]:
     """``%flower --status``: banner, goal list with the latest verdict marks, latest manifest rows.
 
@@ -103,6 +104,7 @@ def status_bundle(
         rows: ``core.manifest.read_rows(run_dir)``, oldest first; the totals cover all of them.
         lang: ``zh`` or ``en``.
         max_rows: how many of the newest rows the table shows.
+        cmd: how the person runs flower here (``%flower``, ``flower``).
 
     Returns:
         ``{"text/plain": ..., "text/html": ...}``.
@@ -111,7 +113,7 @@ def status_bundle(
         lines = _head(facts, lang)
     else:
         where = short_path(facts.workspace)
-        lines = [[("dim", say("fresh", lang, where=where))]]
+        lines = [[("dim", say("fresh", lang, where=where, cmd=cmd))]]
         problem = problem_line(facts, lang)
         if problem:
             lines.append(problem)
@@ -125,7 +127,7 @@ def status_bundle(
         {sanitize(k): v for k, v in marks.items()},
         lang,
         unverifiable=[sanitize(c) for c in doubtful],
-    )
+    ) or [[("dim", "- " + say("no_goal", lang))]]
     head_html = html.lines_html(lines)
     head_text = html.lines_text(lines)
     if goal:

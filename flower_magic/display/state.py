@@ -29,16 +29,13 @@ from flower_magic.terminal import sanitize
 from flower_magic.workflow.phrases import (
     Line,
     explain_error,
-    handoff_block,
-    handoff_notice,
     problem_line,
     result_line,
-    round_header,
     status_line,
-    step_header,
     total_line,
     wake_banner,
 )
+from flower_magic.workflow.view import Shown, shown
 
 MAX_TEXT_CHARS = 4000  # one agent message in the live view; the full text stays in the session
 TOOL_INPUT_CHARS = 2000  # the collapsed details of a tool call
@@ -188,98 +185,50 @@ class RunState:
         if isinstance(p.get("context"), int) and not sub:
             self.context = p["context"]
             self.changed = True
-        kind = ev.kind
-        if kind == "step" and "index" not in p:
-            sub_header = round_header(sanitize(ev.text), judge=bool(p.get("judge")), width=HEADER_COLS)
-            self._add(Entry([sub_header], kind="line"))
-        elif kind == "step":
-            header = step_header(
-                sanitize(ev.text),
-                int(p.get("index") or 0),
-                int(p.get("total") or 0),
-                resumed=bool(p.get("resumed")),
-                woke=int(p.get("woke") or 1),
-                width=HEADER_COLS,
-                lang=self.lang,
-            )
-            self._add(Entry([header], kind="step"))
-        elif kind == "text":
-            if not sub or self.verbose:
-                self._say("", clip(ev.text, MAX_TEXT_CHARS), sub=sub)
-        elif kind == "thinking":
-            if self.verbose:
-                self._say("dim", "~ " + clip(ev.text, 400), sub=sub)
-        elif kind == "tool_call":
-            entry = Entry(
-                [[("dim", f"* [{sanitize(ev.tool)}] {clip(ev.text, 300)}")]],
-                kind="tool",
-                details=_tool_details(p.get("input")),
-                sub=sub,
-            )
-            self._add(entry)
-            if isinstance(p.get("id"), str):
-                _remember(self._tools, p["id"], entry)
-        elif kind == "tool_result":
-            self._tool_result(ev, p, sub)
-        elif kind == "retry":
-            self._say("warn", "~ " + clip(ev.text, 600))
-        elif kind == "notice":
-            self._say("warn", clip(ev.text, 1000))
-        elif kind == "error":
-            self._say("bad", "! " + clip(ev.text, 600))
-        elif kind == "handoff":
-            if p.get("phase") == "done":
-                block = [[(style, sanitize(text)) for style, text in line] for line in handoff_block(p, self.lang)]
-                self._add(Entry(block, kind="handoff"))
-            else:
-                self._say("warn", "# " + clip(handoff_notice(p, self.lang) or ev.text, 600))
-        elif kind == "ask":
-            self._ask(ev, p)
-        elif kind == "task":
-            self._task(ev, p)
-        elif kind == "result":
+        if ev.kind == "result":
             self.cost += float(p.get("cost_usd") or 0.0)
             self.changed = True
-        elif kind in ("system", "prompt", "reset", "unknown") and self.verbose:
-            self._say("dim", f"<{sanitize(kind)}> {clip(ev.text, 200)}", sub=sub)
+            return
+        what = shown(ev, lang=self.lang, verbose=self.verbose, width=HEADER_COLS, clip=clip)
+        if what is None:
+            return
+        if what.kind == "tool":
+            entry = Entry(what.lines, kind="tool", details=_tool_details(p.get("input")), sub=what.sub)
+            self._add(entry)
+            if what.key is not None:
+                _remember(self._tools, what.key, entry)
+        elif what.kind == "tool_result":
+            self._tool_result(ev, what)
+        elif what.kind == "ask":
+            self._ask(what)
+        elif what.kind == "task":
+            self._task(p, what)
+        else:
+            kind = {"step": "step", "handoff": "handoff"}.get(what.kind, "line")
+            self._add(Entry(what.lines, kind=kind, sub=what.sub))
 
-    def _tool_result(self, ev: Event, p: dict[str, Any], sub: bool) -> None:
-        is_error = bool(p.get("is_error"))
-        call = self._tools.get(str(p.get("tool_use_id")))
+    def _tool_result(self, ev: Event, what: Shown) -> None:
+        call = self._tools.get(str(what.key))
         if call is not None and self.log.holds(call):
             call.details = (call.details + "\n" if call.details else "") + "-> " + clip(ev.text, 600)
             self.log.touch(call)
             self.changed = True
-        if is_error or self.verbose:
-            self._say("bad" if is_error else "dim", "  -> " + clip(ev.text, 300), sub=sub)
+        if what.lines:
+            self._add(Entry(what.lines, sub=what.sub))
 
-    def _ask(self, ev: Event, p: dict[str, Any]) -> None:
-        if p.get("kind") == "mail":
-            if p.get("state") == "delivered":
-                self._say("dim", f"+ ({sanitize(str(p.get('id')))}) {clip(ev.text, 80)}")
-            return
-        state = str(p.get("state") or "")
-        lines: list[Line] = [[("warn", say("question", self.lang, question=clip(ev.text, 2000)))]]
-        for i, option in enumerate(p.get("options") or [], start=1):
-            lines.append([("", f"  {i}. {clip(str(option), 300)}")])
-        if state == "asked":
-            lines.append([("dim", say("waiting", self.lang))])
-        elif state == "answered":
-            lines.append([("ok", "  + " + clip(str(p.get("answer") or ""), 2000))])
-        elif state:
-            lines.append([("dim", f"  ({sanitize(state)})")])
-        key = str(p.get("id"))
-        entry = self._asks.get(key)
+    def _ask(self, what: Shown) -> None:
+        entry = self._asks.get(str(what.key))
         if entry is not None and self.log.holds(entry):
-            entry.lines = lines
+            entry.lines = what.lines
             self.log.touch(entry)
             self.changed = True
         else:
-            entry = Entry(lines)
+            entry = Entry(what.lines)
             self._add(entry)
-            _remember(self._asks, key, entry)
+            if what.key is not None:
+                _remember(self._asks, what.key, entry)
 
-    def _task(self, ev: Event, p: dict[str, Any]) -> None:
+    def _task(self, p: dict[str, Any], what: Shown) -> None:
         if p.get("kind") == "verdict":
             self.verdict = {k: p.get(k) for k in ("verdict", "reason", "round")}
             self.rounds_seen += 1
@@ -292,8 +241,8 @@ class RunState:
         if isinstance(p.get("unverifiable"), list):
             self.unverifiable = {sanitize(str(c)) for c in p["unverifiable"]}
             self.changed = True
-        if ev.text:
-            self._say("warn" if p.get("unverifiable") else "note", "! " + clip(ev.text, MAX_TEXT_CHARS))
+        if what.lines:
+            self._add(Entry(what.lines))
 
     # -- output (hold ``lock`` around several calls for one snapshot) -------------------------------------
 

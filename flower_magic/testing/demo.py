@@ -47,29 +47,74 @@ def _workspace(req: Request) -> str:
     return match.group(1).strip() if match else "."
 
 
+# What the demo model says, in the language of the task it was given.
+_SAYS: dict[str, dict[str, str]] = {
+    "zh": {
+        "question": "结果写成什么格式?",
+        "plain": "纯文本",
+        "brief": "## 目标\n{task}\n\n## 验收标准\n- 工作目录里有 {file}\n- 文件里写明了要做的事\n\n"
+        "## 边界\n这是演示:不改其它文件。\n\n## 未知与假设\n- 格式按回答来;没人回答就用 Markdown。",
+        "goal": "## 目标\n{file} 写好了\n\n## 判定清单\n- {file} 存在\n- 文件里写明了要做的事",
+        "verdict": "## 结论\n达成\n\n## 理由\n文件在,内容也对得上。\n\n## 未通过\n(无)",
+        "handoff": "## 现在在做什么\n演示任务\n\n## 下一步\n检查 {file}\n\n## 现场\n- {file}",
+        "body": "# flower 演示\n\n要做的事:{task}\n\n(由演示模型写下;换成真的 key 就是真模型在干活。)\n",
+        "writing": "先把结果写进文件。",
+        "check": "文件里写明了要做的事",
+        "wrote": "写好了:{file} 记下了这件事。",
+        "empty": "(空)",
+        "got": "(演示模型)收到:{task}",
+    },
+    "en": {
+        "question": "Which format should the result be in?",
+        "plain": "Plain text",
+        "brief": "## Goal\n{task}\n\n## Acceptance criteria\n- {file} exists in the working directory\n"
+        "- it says what is to be done\n\n## Scope\nThis is a demo: no other file changes.\n\n"
+        "## Unknowns and assumptions\n- The format follows the answer; Markdown if nobody answers.",
+        "goal": "## Goal\n{file} is written\n\n## Checks\n- {file} exists\n- it says what is to be done",
+        "verdict": "## Verdict\nachieved\n\n## Reason\nThe file is there and says the right thing.\n\n"
+        "## Failed\n(none)",
+        "handoff": "## 现在在做什么\nthe demo task\n\n## 下一步\ncheck {file}\n\n## 现场\n- {file}",
+        "body": "# flower demo\n\nTo do: {task}\n\n"
+        "(Written by the demo model; with a real key a real model does the work.)\n",
+        "writing": "Writing the result to a file first.",
+        "check": "it says what is to be done",
+        "wrote": "Done: {file} records the task.",
+        "empty": "(empty)",
+        "got": "(demo model) received: {task}",
+    },
+}
+
+
+def _lang(req: Request) -> str:
+    """The demo answers in the person's language: English once its own English checks are in the
+    conversation (the goal setter, the worker and the judge read them), else by the task's script."""
+    if _SAYS["en"]["check"] in req.all_text:
+        return "en"
+    return "zh" if re.search(r"[\u4e00-\u9fff]", _task(req)) else "en"
+
+
 def demo_model(req: Request) -> Reply:
     """One reply for any request of the default workflow."""
     role = role_of(req)
+    says = _SAYS[_lang(req)]
+    task = _task(req)
     if role == "clarifier":
         if not _answered(req):
-            return tool_use("mcp__human__ask", {"question": "结果写成什么格式?", "options": ["Markdown", "纯文本"]})
-        return text(
-            f"## 目标\n{_task(req)}\n\n## 验收标准\n- 工作目录里有 {DEMO_FILE}\n- 文件里写明了要做的事\n\n"
-            "## 边界\n这是演示:不改其它文件。\n\n## 未知与假设\n- 格式按回答来;没人回答就用 Markdown。"
-        )
+            return tool_use("mcp__human__ask", {"question": says["question"], "options": ["Markdown", says["plain"]]})
+        return text(says["brief"].format(task=task, file=DEMO_FILE))
     if role == "goal":
-        return text(f"## 目标\n{DEMO_FILE} 写好了\n\n## 判定清单\n- {DEMO_FILE} 存在\n- 文件里写明了要做的事")
+        return text(says["goal"].format(file=DEMO_FILE))
     if role == "judge":
-        return text("## 结论\n达成\n\n## 理由\n文件在,内容也对得上。\n\n## 未通过\n(无)")
+        return text(says["verdict"])
     if role == "handoff":
-        return text("## 现在在做什么\n演示任务\n\n## 下一步\n检查 flower_demo.md\n\n## 现场\n- flower_demo.md")
+        return text(says["handoff"].format(file=DEMO_FILE))
     if "你负责把活干完" not in req.system_text:
         return _generic(req)
     if not _answered(req):
         path = os.path.join(_workspace(req), DEMO_FILE)
-        body = f"# flower 演示\n\n要做的事:{_task(req)}\n\n(由演示模型写下;换成真的 key 就是真模型在干活。)\n"
-        return tool_use("Write", {"file_path": path, "content": body}, say="先把结果写进文件。")
-    return text(f"写好了:{DEMO_FILE} 记下了这件事。")
+        body = says["body"].format(task=task)
+        return tool_use("Write", {"file_path": path, "content": body}, say=says["writing"])
+    return text(says["wrote"].format(file=DEMO_FILE))
 
 
 def _generic(req: Request) -> Reply:
@@ -81,8 +126,8 @@ def _generic(req: Request) -> Reply:
         result: dict[str, Any] = next((r for r in reversed(req.tool_results())), {})
         content = str(result.get("content") or "")
         first = next((ln.split("\t", 1)[-1].strip() for ln in content.splitlines() if ln.strip()), "")
-        return text(first or "(空)")
-    return text(f"(演示模型)收到:{_task(req)}")
+        return text(first or _SAYS[_lang(req)]["empty"])
+    return text(_SAYS[_lang(req)]["got"].format(task=_task(req)))
 
 
 def has_credentials() -> bool:

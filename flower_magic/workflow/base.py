@@ -31,12 +31,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flower_magic.core.agent import AgentSpec
+from flower_magic.core.entries import is_session_id
 from flower_magic.core.events import Event, Sink
 from flower_magic.core.handoff import is_context_stop
 from flower_magic.core.lineage import Lineage
 from flower_magic.core.resilience import is_too_big
 from flower_magic.core.result import INTERRUPTED
 from flower_magic.core.runlock import acquire, note_step
+from flower_magic.core.words import say
 
 Ctx = dict[str, Any]
 Prompt = str | Callable[[Ctx], str]
@@ -112,7 +114,6 @@ class Workflow:
     name: str = "workflow"
     context: Ctx = field(default_factory=dict)
     channel: Any = None
-    workbench: Any = None
     continuous: bool = True
 
     async def run(
@@ -155,8 +156,12 @@ class Workflow:
                     known = has is None or has(sid)
                 if known:
                     sessions.setdefault(name, sid)
-                else:
+                elif is_session_id(sid):
                     unstored[name] = sid
+                else:
+                    # Not an id the CLI takes (a hand edit, another tool): the step starts a new session.
+                    text = say("lineage_bad_sid", _env_lang(), step=name, sid=repr(sid[:60]))
+                    _emit(on_event, Event("notice", text, payload={"step": name, "bad_session_id": sid[:200]}))
         else:
             ctx["_woke"] = ctx.get("_woke", 0) + 1
         total = len(self.steps)
@@ -165,10 +170,7 @@ class Workflow:
                 continue
             if step.resume_from:
                 if step.resume_from not in sessions:
-                    raise ValueError(
-                        f"步骤 '{step.name}' 要求 resume_from='{step.resume_from}', "
-                        "但那一步没有产生 session(未运行或已失败)"
-                    )
+                    raise ValueError(say("resume_from_missing", _env_lang(), step=step.name, source=step.resume_from))
                 resume: str | None = sessions[step.resume_from]
                 carried = False
             else:

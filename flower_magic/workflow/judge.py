@@ -26,6 +26,7 @@ from typing import Any
 from flower_magic.core import goal as goal_note
 from flower_magic.core.events import Event
 from flower_magic.core.goal import Goal
+from flower_magic.core.words import say
 from flower_magic.workflow.base import Ctx, Step, StepAbort
 from flower_magic.workflow.edits import hand_over, tell, tell_kept
 from flower_magic.workflow.roles import SET_PROMPT, VERIFY_PROMPT, goal_setter, judge
@@ -48,13 +49,11 @@ SET_EDITED = (
     "并在那一条后面注明)。照「目标 / 判定清单」的格式输出完整的目标。\n"
 )
 
-STATE_WORDS_ZH = {ACHIEVED: "达成", NOT_YET: "未达成", UNREACHABLE: "无法达成"}
-UNREACHABLE_Q = "目标被判为**无法达成**:{reason}\n怎么办?"
-ACCEPT = "接受这个结果,就这样往下走"
-AMEND = "修改目标"
-MISJUDGED = "你判断错了,继续做"
-NEW_GOAL_Q = "新的目标是什么?(一句话,会追加到原目标后面)"
-NO_ONE = "目标被判为无法达成,而且无人应答 —— 已停下。理由:{reason}\n看 {path} 和 runs/manifest.json,人来决定下一步。"
+STATE_KEYS = {ACHIEVED: "state_achieved", NOT_YET: "state_not_yet", UNREACHABLE: "state_unreachable"}
+# The options of the "unreachable" question, as a person reads them in Chinese (tests answer with these).
+ACCEPT = say("opt_accept", "zh")
+AMEND = say("opt_amend", "zh")
+MISJUDGED = say("opt_misjudged", "zh")
 NO_RUNTIME = "拿不到 Runtime,无法判定目标(ctx['_runtime'] 缺失)"
 UNCLEAR = "判定者没给出明确结论,按未达成处理"
 AMENDED_REASON = "目标已被人修改。新目标:\n{block}"
@@ -122,10 +121,7 @@ def goal_step(
         sink = ctx.get("_on_event")
         if doubtful and sink is not None:
             lines = "\n".join(f"  · {c}" for c in doubtful)
-            text = (
-                f"目标里有 {len(doubtful)}/{len(goal.checks)} 条在这个环境里验不了 —— 判定时它们必然过不去,"
-                f"会停下来问你。现在改 {goal_path} 还来得及:\n{lines}"
-            )
+            text = say("unverifiable", lang, n=len(doubtful), total=len(goal.checks), path=goal_path, lines=lines)
             payload = {"unverifiable": doubtful, "total": len(goal.checks), "path": str(goal_path)}
             with contextlib.suppress(Exception):
                 sink(Event("task", text, payload=payload))
@@ -183,7 +179,7 @@ def with_goal(
         verdict = Verdict.parse(verdict_run.text if verdict_run.ok else "")
         ctx[VERDICT_KEY] = verdict
         ctx.setdefault(VERDICTS_KEY, []).append(verdict)
-        _emit(ctx, verdict, goal)
+        _emit(ctx, verdict, goal, lang)
         if verdict.state == ACHIEVED:
             return True
         if verdict.state != UNREACHABLE:
@@ -201,15 +197,16 @@ def with_goal(
 
 async def _unreachable(channel: Any, verdict: Verdict, goal: Goal, goal_path: Path, ctx: Ctx, lang: str = "zh") -> bool:
     """Ask the human what to do about a goal the judge calls unreachable."""
-    reason = verdict.reason or "(没给理由)"
-    ask = await channel.ask(UNREACHABLE_Q.format(reason=reason), [ACCEPT, AMEND, MISJUDGED])
+    reason = verdict.reason or say("no_reason", lang)
+    accept, amend = say("opt_accept", lang), say("opt_amend", lang)
+    ask = await channel.ask(say("unreachable_q", lang, reason=reason), [accept, amend, say("opt_misjudged", lang)])
     answer = (ask.answer or "").strip() if ask.state == "answered" else ""
     if not answer:
-        raise StepAbort(NO_ONE.format(reason=reason, path=goal_path))
-    if answer == ACCEPT or answer.startswith(ACCEPT[:4]):
+        raise StepAbort(say("unreachable_no_one", lang, reason=reason, path=goal_path))
+    if answer in (accept, ACCEPT) or answer.startswith((accept[:4], ACCEPT[:4])):
         return True
-    if answer.startswith("修改"):
-        extra = await channel.ask(NEW_GOAL_Q)
+    if answer in (amend, AMEND) or answer.startswith(("修改", amend[:6])):
+        extra = await channel.ask(say("new_goal_q", lang))
         text = (extra.answer or "").strip() if extra.state == "answered" else ""
         if text:
             amended = goal.amend(text)
@@ -221,7 +218,7 @@ async def _unreachable(channel: Any, verdict: Verdict, goal: Goal, goal_path: Pa
     return False
 
 
-def _emit(ctx: Ctx, verdict: Verdict, goal: Goal) -> None:
+def _emit(ctx: Ctx, verdict: Verdict, goal: Goal, lang: str = "zh") -> None:
     """Tell front ends the verdict, check by check (for the goal list)."""
     sink = ctx.get("_on_event")
     if sink is None:
@@ -238,7 +235,7 @@ def _emit(ctx: Ctx, verdict: Verdict, goal: Goal) -> None:
         sink(
             Event(
                 "task",
-                f"判定:{STATE_WORDS_ZH.get(verdict.state, '没有明确结论')}",
+                say("verdict_line", lang, state=say(STATE_KEYS.get(verdict.state, "state_unclear"), lang)),
                 payload={"kind": "verdict", **payload},
             )
         )

@@ -85,16 +85,16 @@ def explain_error(error: str, lang: str = "zh", *, cmd: str = "flower") -> Line 
     return None
 
 
-def handoff_notice(payload: Mapping[str, Any], lang: str = "zh") -> str | None:
-    """The one line for a hand-off notice that is not the hand-off itself: the context is near the line
-    (``near``), or room was made in the same session (``squeezed``). None for other phases, or when the
-    payload lacks the facts (the front end then shows the event's own text)."""
-    phase, ctx, at = payload.get("phase"), payload.get("context"), payload.get("at")
-    if phase not in ("near", "squeezed") or not isinstance(ctx, int) or not isinstance(at, int):
-        return None
-    if phase == "near":
-        return say("handoff_near", lang, ctx=human_tokens(ctx), at=human_tokens(at))
-    return say("handoff_squeezed", lang, ctx=human_tokens(ctx), at=human_tokens(at), n=int(payload.get("spilled") or 0))
+ASK_STATES = ("timeout", "declined", "over_budget", "invalid", "cancelled")
+
+
+def ask_state_line(state: str, lang: str = "zh") -> Line:
+    """How a question ended, when not with an answer: ``  (没人回答,它自己拿主意)``."""
+    if state in ASK_STATES:
+        text = say(f"ask_{state}", lang)
+    else:
+        text = say("ask_other", lang, state="".join(c for c in state[:40] if c.isprintable()))
+    return [("dim", f"  {text}")]
 
 
 def result_line(ok: bool, turns: int, cost: float, elapsed_s: float, lang: str = "zh") -> Line:

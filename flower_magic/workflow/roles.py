@@ -120,7 +120,6 @@ def clarifier(channel: Any, *, instructions: str = "", max_turns: int | None = N
         mcp_servers=servers,
         env=env,
         max_turns=max_turns,
-        workbench=False,
     )
 
 
@@ -133,7 +132,6 @@ def goal_setter(channel: Any, *, instructions: str = "") -> AgentSpec:
         disallowed_tools=list(HANDS_ON),
         mcp_servers=servers,
         env=env,
-        workbench=False,
     )
 
 
@@ -147,7 +145,6 @@ def judge(*, can_run: bool = False, instructions: str = "") -> AgentSpec:
         instructions=_join(rules, instructions),
         allowed_tools=tools,
         disallowed_tools=banned,
-        workbench=False,
     )
 
 

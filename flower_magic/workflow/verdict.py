@@ -28,6 +28,13 @@ ALIASES: dict[str, str] = {
     "理由": "reason",
     "依据": "reason",
     "未通过": "failed",
+    # English, as a judge asked in English may write them (matched in any case)
+    "Verdict": "state",
+    "Conclusion": "state",
+    "Reasons": "reason",
+    "Reason": "reason",
+    "Failed checks": "failed",
+    "Failed": "failed",
 }
 
 # word -> state; searched longest first

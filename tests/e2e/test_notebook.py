@@ -146,7 +146,7 @@ def test_cell_magic_body_and_new_archive(fake_api: FakeAnthropic, workspace: Pat
     assert res.status == "ok", res.text
     archives = list((workspace / ".flower" / "notes" / "archive").iterdir())
     assert len(archives) == 1
-    assert sorted(p.name for p in archives[0].iterdir()) == ["lineage.json", "目标.md", "需求.md"]
+    assert sorted(p.name for p in archives[0].iterdir()) == sorted(["lineage.json", "目标.md", "诉求.md", "需求.md"])
     assert _lineage(workspace)["woke"] == 1
 
 

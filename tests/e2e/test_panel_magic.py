@@ -15,6 +15,7 @@ from typing import Any
 import nbformat
 import pytest
 
+from flower_magic.core.words import say
 from flower_magic.magics import PANEL_MIME
 from tests.e2e.kernel import Kernel
 from tests.e2e.lab import SCREENSHOTS, chromium_page, running_lab
@@ -107,7 +108,16 @@ def test_panel_flag_sends_the_notebook_dir_and_a_fresh_nonce_and_runs_nothing(ke
         assert "\n" not in plain
         assert "Flower: Open run panel" in plain and str((ws / "sub").resolve()) in plain
     assert first.displays[0][PANEL_MIME]["nonce"] != second.displays[0][PANEL_MIME]["nonce"]
+    assert first.displays[0][PANEL_MIME]["run_dir"] == "runs"
     assert _tree(ws) == before  # no run dir, no notes: it ran nothing
+
+
+def test_panel_follows_the_configured_run_dir(kernel: Kernel, tmp_path: Path) -> None:
+    """Issue 11 (b): %config FlowerMagics.run_dir reaches the panel as well (relative to the folder)."""
+    assert kernel.run("%load_ext flower_magic").status == "ok"
+    assert kernel.run('%config FlowerMagics.run_dir = "work/runs-a"').status == "ok"
+    (bundle,) = kernel.run("%flower --panel").displays
+    assert bundle[PANEL_MIME]["run_dir"] == "work/runs-a"
 
 
 @pytest.mark.parametrize(
@@ -117,7 +127,7 @@ def test_panel_flag_sends_the_notebook_dir_and_a_fresh_nonce_and_runs_nothing(ke
         ("%flower --panel --new", "--new"),
         ("%flower --panel --status", "--status"),
         ("%flower --panel -r elsewhere", "--run-dir"),
-        ("%%flower --panel\ntidy the CSVs", "cell body"),
+        ("%%flower --panel\ntidy the CSVs", "a_cell_body"),
     ],
 )
 def test_panel_with_anything_else_is_a_one_line_usage_error(kernel: Kernel, tmp_path: Path, code: str, named: str):
@@ -126,7 +136,9 @@ def test_panel_with_anything_else_is_a_one_line_usage_error(kernel: Kernel, tmp_
     assert res.status == "error"
     assert [e["ename"] for e in res.errors] == ["UsageError"], res.errors
     (err,) = res.errors
-    assert "\n" not in err["evalue"].strip() and "--panel" in err["evalue"] and named in err["evalue"]
+    names = [say(named, lang) for lang in ("zh", "en")] if named == "a_cell_body" else [named]
+    assert "\n" not in err["evalue"].strip() and "--panel" in err["evalue"]
+    assert any(n in err["evalue"] for n in names)
     assert not any("Traceback" in line for line in err.get("traceback", []))
     assert res.displays == []
     assert _tree(tmp_path / "ws") == ["sub"]

@@ -1,0 +1,123 @@
+"""What flower itself says is in the language asked for (issue 11, acceptance c).
+
+A full demo run — start, a wake with a phrase, ``--status``, ``--new`` and two mistakes — in the
+terminal and in a real kernel, once with ``lang = en`` and once with ``zh``, against the demo model
+(which answers in the task's language). With ``en`` no Chinese character may appear in anything
+flower says; step names (确认需求, 设定目标, 干活: the manifest's and the original runtime's names) are
+the stated exception. With ``zh`` no English word may appear except names: paths, file names, flags,
+tool names, and argparse's own ``usage:`` / ``error:`` frame.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from flower_magic.testing import FakeAnthropic
+from flower_magic.testing.demo import demo_model
+from tests.e2e.kernel import Kernel
+
+pytestmark = pytest.mark.slow
+
+STEP_NAMES = ("确认需求", "设定目标", "干活", "判定")
+TASKS = {"en": "write a short notes file about CSV cleaning", "zh": "写一份清洗 CSV 的说明"}
+WAKE = {"en": "keep it short", "zh": "写短一点"}
+CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
+# Names a Chinese line may carry: products, formats, units, the demo's file, tools.
+NAMES = {"UsageError", "flower", "Markdown", "CSV", "MiB", "K", "FLOWER_LANG", "Write", "Read", "Claude", "Code", "MCP"}
+
+
+@pytest.fixture
+def demo_api() -> Iterator[FakeAnthropic]:
+    api = FakeAnthropic(default=demo_model).start()
+    try:
+        yield api
+    finally:
+        api.stop()
+
+
+def _env(api: FakeAnthropic, tmp_path: Path, lang: str) -> dict[str, str]:
+    import os
+
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    drop = ("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_MODEL", "FLOWER_WINDOW")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env.update(api.env(home))
+    env.update(FLOWER_LANG=lang, PYTHONUNBUFFERED="1")
+    return env
+
+
+def foreign(text: str, lang: str, workspace: Path) -> list[str]:
+    """The lines of ``text`` that carry words of the other language (after the stated exceptions)."""
+    bad = []
+    for line in text.splitlines():
+        if lang == "en":
+            rest = line
+            for name in STEP_NAMES:
+                rest = rest.replace(name, "")
+            if CJK.search(rest):
+                bad.append(line)
+            continue
+        if line.startswith(("usage: ", "       ", "flower: error: unrecognized arguments")):
+            continue  # argparse's own frame and its synopsis of the flag names
+        rest = line.replace(str(workspace), "").replace("flower: error:", "")
+        rest = re.sub(r"(?:/[^\s,;:)]+)+", "", rest)  # paths
+        rest = re.sub(r"--?[a-z][a-z-]*", "", rest)  # flags
+        rest = re.sub(r"\[[^\]]*\]", "", rest)  # tool names: * [mcp__human__ask]
+        rest = re.sub(r"\S+\.(?:md|json|db|py|ipynb)\b", "", rest)  # file names
+        words = set(re.findall(r"[A-Za-z][A-Za-z_]+", rest)) - NAMES
+        if words:
+            bad.append(f"{line}    <- {sorted(words)}")
+    return bad
+
+
+def _flower(ws: Path, env: dict[str, str], *args: str) -> str:
+    done = subprocess.run(
+        ["flower", *args], cwd=ws, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300
+    )
+    return done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_terminal_speaks_one_language(demo_api: FakeAnthropic, tmp_path: Path, workspace: Path, lang: str) -> None:
+    env = _env(demo_api, tmp_path, lang)
+    (workspace / "a-file").write_text("not a folder", encoding="utf-8")
+    said = [
+        _flower(workspace, env, TASKS[lang]),
+        _flower(workspace, env, WAKE[lang]),
+        _flower(workspace, env, "--status"),
+        _flower(workspace, env, "--new", TASKS[lang]),
+        _flower(workspace, env, "--rounds", "-1", TASKS[lang]),
+        _flower(workspace, env, "-r", "a-file", TASKS[lang]),
+    ]
+    out = "\n".join(said)
+    assert (workspace / "flower_demo.md").exists() and "flower_demo.md" in out  # the runs really ran
+    bad = foreign(out, lang, workspace)
+    assert bad == [], "\n".join(bad)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_notebook_speaks_one_language(demo_api: FakeAnthropic, tmp_path: Path, workspace: Path, lang: str) -> None:
+    env = _env(demo_api, tmp_path, lang)
+    kernel = Kernel(workspace, env)
+    try:
+        cells = [
+            "%load_ext flower_magic",
+            f'%flower "{TASKS[lang]}"',
+            f'%flower "{WAKE[lang]}"',
+            "%flower --status",
+            f'%flower --new "{TASKS[lang]}"',
+            "%flower --rounds -1",
+            '%flower "unbalanced',
+        ]
+        out = "\n".join(kernel.run(code).text for code in cells)
+    finally:
+        kernel.close()
+    assert (workspace / "flower_demo.md").exists() and "flower_demo.md" in out
+    bad = foreign(out, lang, workspace)
+    assert bad == [], "\n".join(bad)
