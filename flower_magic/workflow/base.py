@@ -29,6 +29,7 @@ from typing import Any
 
 from flower_magic.core.agent import AgentSpec
 from flower_magic.core.entries import is_session_id
+from flower_magic.core.errors import FlowerError
 from flower_magic.core.events import Event, Sink
 from flower_magic.core.lineage import Lineage
 from flower_magic.core.resilience import is_too_big
@@ -40,7 +41,7 @@ Ctx = dict[str, Any]
 Prompt = str | Callable[[Ctx], str]
 
 
-class StepAbort(Exception):
+class StepAbort(FlowerError):
     """Raised by a gate: stop this step now, do not retry."""
 
 

@@ -27,6 +27,7 @@ from typing import Any
 from flower_magic.core import brief as brief_note
 from flower_magic.core.brief import WAKE_LABEL, Brief, remarks
 from flower_magic.core.durable import write_atomic
+from flower_magic.core.errors import UserError
 from flower_magic.core.human import HumanChannel
 from flower_magic.core.lineage import Lineage
 from flower_magic.core.note import read_note
@@ -53,7 +54,7 @@ WAKE_GOAL_EDITED = "判定标准(.flower/notes/目标.md)人亲手改过了,**�
 WAKE_GOAL_REDONE = "判定标准已经按人改过的内容重新推导过,**以这份为准**:\n\n{goal}"
 
 
-class NoTaskError(ValueError):
+class NoTaskError(UserError, ValueError):
     """A fresh directory and nothing to do."""
 
 
