@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from flower_magic.core.agent import AgentSpec
 from flower_magic.core.entries import is_session_id
-from flower_magic.core.errors import FlowerError
+from flower_magic.core.errors import FlowerError, logged
 from flower_magic.core.events import Event, Sink
 from flower_magic.core.lineage import Lineage
 from flower_magic.core.resilience import is_too_big
@@ -39,6 +40,9 @@ from flower_magic.core.words import say
 
 Ctx = dict[str, Any]
 Prompt = str | Callable[[Ctx], str]
+
+
+log = logging.getLogger(__name__)
 
 
 class StepAbort(FlowerError):
@@ -296,5 +300,5 @@ def _remember(lineage: Lineage, step: str) -> Callable[[str], None]:
 def _emit(sink: Sink | None, event: Event) -> None:
     if sink is None:
         return
-    with contextlib.suppress(Exception):
+    with logged(log, "emit"):
         sink(event)
