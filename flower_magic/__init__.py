@@ -8,7 +8,13 @@ until something needs it. A guard test keeps it so.
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any
+
+# A library's logs go where the application sends them: nothing is printed unless logging is set up
+# (``logging.basicConfig(level=logging.DEBUG)`` shows what flower skipped and why). What a person must
+# know is said through the run's events (notices in the cell and the terminal), never only in a log.
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 

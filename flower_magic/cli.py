@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import sys
@@ -24,7 +25,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from flower_magic.core.errors import FlowerError, disk_error
+from flower_magic.core.errors import FlowerError, disk_error, logged
 from flower_magic.core.rundir import Snapshot
 from flower_magic.core.words import pick_lang_or_default, say
 from flower_magic.terminal import TerminalView
@@ -40,6 +41,8 @@ from flower_magic.workflow.go import (
 )
 from flower_magic.workflow.phrases import explain_error, plain, problem_line, total_line, wake_banner
 from flower_magic.workflow.starter import NEW_CMD, NoTaskError, unfinished_clarification
+
+log = logging.getLogger(__name__)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -271,5 +274,5 @@ def _run_held(opts: GoOptions, facts: Snapshot, *, timeout_given: bool = False) 
         return 1
     finally:
         if old_int is not None:
-            with contextlib.suppress(Exception):
+            with logged(log, "run held"):
                 signal.signal(signal.SIGINT, old_int)

@@ -38,7 +38,7 @@ from IPython.core.magic_arguments import MagicArgumentParser
 from IPython.utils.process import arg_split  # type: ignore[attr-defined]  # public, not re-exported
 from traitlets import Bool, Float, Int, Unicode
 
-from flower_magic.core.errors import FlowerError, disk_error
+from flower_magic.core.errors import FlowerError, disk_error, logged
 from flower_magic.core.words import pick_lang_or_default, say
 from flower_magic.workflow.flags import MAGIC, add_flags, given, go_options
 from flower_magic.workflow.go import DEFAULT_ROUNDS, GoError, GoOptions
@@ -344,7 +344,7 @@ def load(ipython: Any) -> None:
     """Register the magics; if the notebook's directory holds a run, show what it remembers."""
     ipython.register_magics(FlowerMagics)
     atexit.register(_rescue_all)
-    with contextlib.suppress(Exception):
+    with logged(log, "load"):
         ipython.observe(_on_exit_now, names="exit_now")
     magics = ipython.magics_manager.registry.get("FlowerMagics")
     try:
@@ -371,5 +371,5 @@ def unload(ipython: Any) -> None:
         magics[kind].pop("flower", None)
     ipython.magics_manager.registry.pop("FlowerMagics", None)
     atexit.unregister(_rescue_all)
-    with contextlib.suppress(Exception):
+    with logged(log, "unload"):
         ipython.unobserve(_on_exit_now, names="exit_now")

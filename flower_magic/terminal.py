@@ -6,7 +6,7 @@ are removed, so a model (or a file it reads) cannot move the cursor, retitle the
 
 from __future__ import annotations
 
-import contextlib
+import logging
 import os
 import re
 import shutil
@@ -15,6 +15,7 @@ import threading
 import time
 from typing import Any, TextIO
 
+from flower_magic.core.errors import logged
 from flower_magic.core.events import Event
 from flower_magic.workflow.phrases import Line, result_line, status_line
 from flower_magic.workflow.view import shown
@@ -30,6 +31,7 @@ def sanitize(text: str) -> str:
     return _ESCAPES.sub("", text)
 
 
+log = logging.getLogger(__name__)
 PROMPT = "  > "  # under a question: type the answer (or a number) and Enter
 
 
@@ -83,7 +85,7 @@ class TerminalView:
     # -- the sink -------------------------------------------------------------------------------------
 
     def __call__(self, ev: Event) -> None:
-        with contextlib.suppress(Exception):  # a display problem must never fail the step
+        with logged(log, "showing an event"):  # a display problem must never fail the step
             self._show(ev)
 
     def _show(self, ev: Event) -> None:

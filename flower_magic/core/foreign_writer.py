@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import sys
 import time
@@ -39,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from flower_magic.core.errors import SessionBusy
+from flower_magic.core.errors import SessionBusy, logged
 from flower_magic.core.events import Event, Sink
 from flower_magic.core.project import local_transcript
 from flower_magic.core.result import Plan, StepResult
@@ -52,6 +53,9 @@ POLL_S = 0.25  # how often the file and the process table are looked at while wa
 # The original runtime's orphaned CLI ends with the turn it was in; a turn rarely runs past a few
 # minutes. Longer than this, the person should decide (stop it) rather than watch a silent wait.
 MAX_WAIT_S = 180.0
+
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -180,7 +184,7 @@ async def settle(
     if on_wait is not None:
         from flower_magic.core.words import foreign_wait_line
 
-        with contextlib.suppress(Exception):
+        with logged(log, "settle"):
             on_wait(foreign_wait_line(session_id, path, pids=pids, wait_s=max_wait_s, lang=lang))
     started = time.monotonic()
     quiet_since = started - max(0.0, time.time() - written)
@@ -241,7 +245,7 @@ class OtherWriters:
 
         def notice(text: str) -> None:
             if on_event is not None:
-                with contextlib.suppress(Exception):
+                with logged(log, "notice"):
                     on_event(Event("retry", text, payload=payload))
 
         await settle(

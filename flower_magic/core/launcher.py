@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import logging
 import os
 import shlex
 import shutil
@@ -38,6 +39,9 @@ from typing import Any
 
 from flower_magic.core import watchdog
 from flower_magic.core.durable import write_atomic
+from flower_magic.core.errors import logged
+
+log = logging.getLogger(__name__)
 
 WATCHDOG_ENV = "FLOWER_WATCHDOG"
 WATCHDOG_MODES = ("auto", "portable", "off")
@@ -193,5 +197,5 @@ async def disconnect(client: Any) -> None:
     finally:
         aclose = getattr(process, "aclose", None)
         if aclose is not None:
-            with contextlib.suppress(Exception):
+            with logged(log, "disconnect"):
                 await asyncio.wait_for(aclose(), PIPES_CLOSE_TIMEOUT_S)

@@ -23,19 +23,22 @@ Not guaranteed:
 
 from __future__ import annotations
 
-import contextlib
+import logging
 import threading
 import time
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from flower_magic.core.errors import logged
 from flower_magic.core.events import Event
 from flower_magic.core.rundir import Snapshot
 from flower_magic.display import html
 from flower_magic.display.log import MAX_CHUNKS
 from flower_magic.display.state import RunState
 from flower_magic.workflow.phrases import Line
+
+log = logging.getLogger(__name__)
 
 RENDER_INTERVAL_S = 0.25  # at most 4 re-renders a second: live to a reader, never a flood of comm messages
 CLOCK_S = 1.0  # the elapsed time in the status line moves once a second
@@ -107,7 +110,7 @@ class _Widgets:
         """Close every model (layouts and styles too), so a finished run leaves no comm open."""
         for widget in (self.head, self.note, *self.slots, self.goals, self.footer, self.root):
             for model in (widget, getattr(widget, "layout", None), getattr(widget, "style", None)):
-                with contextlib.suppress(Exception):
+                with logged(log, "close"):
                     if model is not None:
                         model.close()
 
@@ -201,7 +204,7 @@ class RunView:
         """The workflow's ``on_event``: thread-safe, cheap, never raises."""
         if self._closed:
             return
-        with contextlib.suppress(Exception):
+        with logged(log, "sink"):
             if self._terminal is not None:
                 self._terminal(event)
             self.state.feed(event)
@@ -212,14 +215,14 @@ class RunView:
         """The workflow's ``on_step``: the result line (ok or failed, turns, cost, duration)."""
         if self._closed:
             return
-        with contextlib.suppress(Exception):
+        with logged(log, "on step"):
             if self._terminal is not None:
                 self._terminal.on_step(step, result)
             self.state.step_done(result)
 
     def line(self, segments: Line) -> None:
         """Add one phrase line to the log (e.g. ``phrases.say("archived")`` from the magic)."""
-        with contextlib.suppress(Exception):
+        with logged(log, "line"):
             if self._terminal is not None:
                 self._terminal.line(segments)
             self.state.add(segments)
@@ -229,7 +232,7 @@ class RunView:
 
     def set_goal_checks(self, checks: Sequence[str]) -> None:
         """Show a new goal list (after the goal step wrote 目标.md); marks of unchanged checks stay."""
-        with contextlib.suppress(Exception):
+        with logged(log, "set goal checks"):
             self.state.set_goals(checks)
 
     def close(self, ctx: Mapping[str, Any] | None = None, total_cost: float = 0.0, manifest: str = "") -> None:
@@ -254,7 +257,7 @@ class RunView:
             return
         self._render()
         if self._handle is not None:
-            with contextlib.suppress(Exception):
+            with logged(log, "close"):
                 self._handle.update(self.bundle(), raw=True)
         if self._widgets is not None:
             self._widgets.close()

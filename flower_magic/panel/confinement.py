@@ -20,6 +20,8 @@ import os
 import re
 from pathlib import Path
 
+from flower_magic.core.errors import FlowerError
+
 # Longer inputs are refused outright: no real notebook directory needs more, and it bounds the work a
 # single request can cause.
 MAX_PATH_CHARS = 1024
@@ -27,7 +29,7 @@ MAX_PATH_CHARS = 1024
 _STILL_ENCODED = re.compile(r"%[0-9A-Fa-f]{2}")
 
 
-class Refused(Exception):
+class Refused(FlowerError):
     """The path is not served. The reason is kept for tests and never sent to the client."""
 
     def __init__(self, reason: str) -> None:

@@ -30,6 +30,7 @@ from typing import Any
 
 from flower_magic.core import manifest
 from flower_magic.core.bulk import gc_paused
+from flower_magic.core.errors import FlowerError
 
 FILENAME = manifest.MANIFEST
 
@@ -40,7 +41,7 @@ MAX_MANIFEST_BYTES = 256 * 1024 * 1024
 
 
 @dataclass
-class ManifestUnreadable(Exception):
+class ManifestUnreadable(FlowerError):
     """manifest.json exists but gives no rows. ``status`` is the HTTP status to answer with."""
 
     status: int

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from flower_magic.core.errors import FlowerError
 from flower_magic.core.project import project_key
 
 __all__ = [
@@ -50,7 +51,7 @@ BUSY_TIMEOUT_S = 2.0
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
 
-class TranscriptError(Exception):
+class TranscriptError(FlowerError):
     """A page cannot be served; ``status`` is the HTTP status to answer with."""
 
     def __init__(self, status: int, reason: str, message: str) -> None:

@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from flower_magic.core.agent import AgentSpec
 from flower_magic.core.entries import is_session_id
+from flower_magic.core.errors import FlowerError, logged
 from flower_magic.core.events import Event, Sink
 from flower_magic.core.handoff import is_context_stop
 from flower_magic.core.lineage import Lineage
@@ -44,7 +46,10 @@ Ctx = dict[str, Any]
 Prompt = str | Callable[[Ctx], str]
 
 
-class StepAbort(Exception):
+log = logging.getLogger(__name__)
+
+
+class StepAbort(FlowerError):
     """Raised by a gate: stop this step now, do not retry."""
 
 
@@ -308,5 +313,5 @@ def _remember(lineage: Lineage, step: str) -> Callable[[str], None]:
 def _emit(sink: Sink | None, event: Event) -> None:
     if sink is None:
         return
-    with contextlib.suppress(Exception):
+    with logged(log, "emit"):
         sink(event)

@@ -14,13 +14,16 @@ Guarantees:
 
 from __future__ import annotations
 
-import contextlib
+import logging
 from pathlib import Path
 from typing import Any
 
+from flower_magic.core.errors import logged
 from flower_magic.core.events import Event
 from flower_magic.core.note import Note, read_note
 from flower_magic.core.words import say
+
+log = logging.getLogger(__name__)
 
 EDITS_KEY = "_note_edits"  # the notes whose person's version this run hands to the model
 
@@ -31,7 +34,7 @@ def tell(ctx: dict[str, Any], lang: str, key: str, *, path: Path, aside: Path | 
     if sink is None:
         return
     fields = {"name": path.name, "path": str(path), "aside": str(aside) if aside else ""}
-    with contextlib.suppress(Exception):
+    with logged(log, "tell"):
         sink(Event("task", say(key, lang, **fields), payload={"kind": "note_edit", "note": key, **fields}))
 
 

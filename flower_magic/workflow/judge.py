@@ -16,14 +16,15 @@ Guarantees:
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
+import logging
 import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from flower_magic.core import goal as goal_note
+from flower_magic.core.errors import logged
 from flower_magic.core.events import Event
 from flower_magic.core.goal import Goal
 from flower_magic.core.words import say
@@ -31,6 +32,8 @@ from flower_magic.workflow.base import Ctx, Step, StepAbort
 from flower_magic.workflow.edits import hand_over, tell, tell_kept
 from flower_magic.workflow.roles import SET_PROMPT, VERIFY_PROMPT, goal_setter, judge
 from flower_magic.workflow.verdict import ACHIEVED, NOT_YET, UNREACHABLE, Verdict
+
+log = logging.getLogger(__name__)
 
 GOAL_STEP = "设定目标"
 GOAL_KEY = "_goal"
@@ -123,7 +126,7 @@ def goal_step(
             lines = "\n".join(f"  · {c}" for c in doubtful)
             text = say("unverifiable", lang, n=len(doubtful), total=len(goal.checks), path=goal_path, lines=lines)
             payload = {"unverifiable": doubtful, "total": len(goal.checks), "path": str(goal_path)}
-            with contextlib.suppress(Exception):
+            with logged(log, "gate"):
                 sink(Event("task", text, payload=payload))
         return True
 
@@ -167,7 +170,7 @@ def with_goal(
         report = result.text or "(这一轮没有回话)"
         sink = ctx.get("_on_event")
         if sink is not None:
-            with contextlib.suppress(Exception):
+            with logged(log, "gate"):
                 sink(Event("step", f"{label}#{ctx[ROUND_KEY]}", payload={"judge": True, "round": ctx[ROUND_KEY]}))
         verdict_run = await rt.run(
             judge_spec,
@@ -231,7 +234,7 @@ def _emit(ctx: Ctx, verdict: Verdict, goal: Goal, lang: str = "zh") -> None:
         "round": ctx.get(ROUND_KEY, 0),
         "checks": checks,
     }
-    with contextlib.suppress(Exception):
+    with logged(log, "emit"):
         sink(
             Event(
                 "task",

@@ -29,6 +29,7 @@ from typing import Any
 from flower_magic.core import brief as brief_note
 from flower_magic.core.brief import WAKE_LABEL, Brief, remarks
 from flower_magic.core.durable import write_atomic
+from flower_magic.core.errors import UserError
 from flower_magic.core.human import HumanChannel
 from flower_magic.core.lineage import Lineage
 from flower_magic.core.note import read_note
@@ -64,7 +65,7 @@ WAKE_GOAL_REDONE = "判定标准已经按人改过的内容重新推导过,**以
 WAKE_VERDICT = "上次最后一轮做完后,判定者给了结论,你还没看到:\n\n{feedback}"
 
 
-class NoTaskError(ValueError):
+class NoTaskError(UserError, ValueError):
     """A fresh directory and nothing to do."""
 
 
