@@ -115,8 +115,9 @@ def _ask_first(opts: GoOptions, waking: bool) -> None:
 class _Console:
     """stdin while a run goes: answers, mail, and the words after a Ctrl-C."""
 
-    def __init__(self, view: TerminalView, lang: str) -> None:
+    def __init__(self, view: TerminalView, lang: str, *, hint_timeout: bool = True) -> None:
         self.view, self.lang = view, lang
+        self.hint_timeout = hint_timeout
         self.rt: Any = None
         self.channel: Any = None
         self.armed = False
@@ -129,7 +130,9 @@ class _Console:
         and time its questions out at once, not end unheard before the run starts.
         """
         self.rt, self.channel = rt, channel
-        if not sys.stdin.isatty():
+        if not sys.stdin.isatty() and self.hint_timeout:
+            # Only where it applies: a --timeout on the command line (0 or any other) was the person's
+            # choice already.
             self.view.say("dim", say("no_tty", self.lang))
         self._thread.start()
 
@@ -207,7 +210,9 @@ async def _drive(opts: GoOptions, view: TerminalView, console: _Console) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    # A value set in the namespace beforehand is one argparse does not replace with the default, so
+    # ``timeout`` stays None unless --timeout was given (go_options then takes the default).
+    args = parser.parse_args(argv, namespace=argparse.Namespace(timeout=None))
     try:
         opts = options_from(args)
     except TaskTooBig as exc:
@@ -237,20 +242,21 @@ def main(argv: list[str] | None = None) -> int:
         print(str(exc), file=sys.stderr)
         return 1
     try:
-        return _run_held(opts, facts)
+        return _run_held(opts, facts, timeout_given=args.timeout is not None)
     finally:
         lock.release()
 
 
-def _run_held(opts: GoOptions, facts: Snapshot) -> int:
-    """The run itself, with the run dir's lock held."""
+def _run_held(opts: GoOptions, facts: Snapshot, *, timeout_given: bool = False) -> int:
+    """The run itself, with the run dir's lock held. ``timeout_given``: ``--timeout`` was on the
+    command line, so the person already chose how long questions wait (no hint about it)."""
     view = TerminalView(opts.lang, verbose=opts.verbose)
     if facts.waking and not opts.new:
         view.line(wake_banner(facts, opts.lang))
         problem = problem_line(facts, opts.lang)
         if problem:
             view.line(problem)
-    console = _Console(view, opts.lang)
+    console = _Console(view, opts.lang, hint_timeout=not timeout_given and opts.timeout_s > 0)
     old_int = signal.signal(signal.SIGINT, console.on_sigint) if sys.stdin.isatty() else None
     try:
         return asyncio.run(_drive(opts, view, console))

@@ -28,7 +28,7 @@ from flower_magic.core.human import TIMEOUT_TEXT
 from flower_magic.core.project import project_key
 from flower_magic.core.words import say
 from flower_magic.stores.sqlite import SqliteSessionStore
-from flower_magic.testing import FakeAnthropic, Request, text, tool_use
+from flower_magic.testing import FakeAnthropic, Request, hang, text, tool_use
 from flower_magic.testing.roles import as_role, role_of
 from flower_magic.workflow.clarify import CLARIFY_RESUME
 from flower_magic.workflow.starter import WAKE_NOTHING_SAID
@@ -445,9 +445,84 @@ def test_a_wake_gets_its_own_rounds(fake_api: FakeAnthropic, child_env: dict[str
     reqs = fake_api.requests[n0:]
     assert [role_of(r) for r in reqs] == ["worker", "judge"] * 3
     assert all(sid_of(r) == work_sid for r in reqs[::2])  # the same work session, woken once more
-    assert reqs[0].last_user_text.strip().endswith(WAKE_NOTHING_SAID)
+    # Wake 1 ended on a failing verdict: wake 2 opens with it, not with a bare "carry on" (issue 13).
+    assert "标题没有渲染成 <h1>" in reqs[0].last_user_text and WAKE_NOTHING_SAID not in reqs[0].last_user_text
     assert assert_judges_fresh(fake_api.requests, workspace) == 6
     assert lineage(workspace)["woke"] == 2
+
+
+def test_the_verdict_a_wake_ends_on_reaches_the_next_wake(
+    fake_api: FakeAnthropic, child_env: dict[str, str], workspace: Path
+) -> None:
+    """Issue 13, acceptance d: ``--rounds 1`` ends wake 1 on a failing verdict that no round received;
+    wake 2's first worker request carries its reasons and failed checks, once, and a wake after a
+    verdict the worker did receive says only "carry on"."""
+    Brief.parse(BRIEF).write(notes(workspace) / "需求.md")
+    Goal.parse(GOAL).write(notes(workspace) / "目标.md")
+    reason = "依据-R7Q:a.html 的标题还是 <p>"
+    failing = f"## 结论\n未达成\n\n## 理由\n{reason}\n\n## 未通过\n- a.html 里的一级标题是 <h1>\n"
+    fake_api.add(as_role("worker", text("改了一点", times=None)), as_role("judge", text(failing, times=1)))
+    fake_api.add(as_role("judge", text(ACHIEVED, times=None)))
+
+    first = flower(workspace, child_env, "--rounds", "1", "--timeout", "0", devnull=True)
+    assert first.rc == 1 and steps_of(rows_by_run(workspace)[0]) == ["干活", "干活·判定#1"]
+    n0 = len(fake_api.requests)
+    second = flower(workspace, child_env, "--rounds", "1", "--timeout", "0", devnull=True)
+    assert_clean_exit(second)
+    opening = next(r for r in fake_api.requests[n0:] if role_of(r) == "worker")
+    assert reason in opening.last_user_text and "a.html 里的一级标题是 <h1>" in opening.last_user_text
+    assert opening.all_text.count(reason) == 1
+    n1 = len(fake_api.requests)
+    third = flower(workspace, child_env, "--rounds", "1", "--timeout", "0", devnull=True)
+    assert_clean_exit(third)
+    again = next(r for r in fake_api.requests[n1:] if role_of(r) == "worker")
+    assert again.last_user_text.strip().endswith(WAKE_NOTHING_SAID) and again.all_text.count(reason) == 1
+
+
+def test_a_carried_verdict_is_sent_once_even_when_its_wake_was_killed(
+    fake_api: FakeAnthropic, child_env: dict[str, str], workspace: Path
+) -> None:
+    """Wake 2 sends the verdict and is killed (-9) before any row of its own is written, so the
+    manifest still ends on that verdict: wake 3 finds it in the session and does not send it again."""
+    Brief.parse(BRIEF).write(notes(workspace) / "需求.md")
+    Goal.parse(GOAL).write(notes(workspace) / "目标.md")
+    reason = "依据-K9W:a.html 的标题还是 <p>"
+    failing = f"## 结论\n未达成\n\n## 理由\n{reason}\n\n## 未通过\n- a.html 里的一级标题是 <h1>\n"
+    fake_api.add(as_role("worker", text("改了一点")), as_role("judge", text(failing)))
+    fake_api.add(as_role("worker", hang(120)))
+    fake_api.add(as_role("worker", text("又改了", times=None)), as_role("judge", text(ACHIEVED, times=None)))
+
+    first = flower(workspace, child_env, "--rounds", "1", "--timeout", "0", devnull=True)
+    assert first.rc == 1
+    n0 = len(fake_api.requests)
+    with Flower(workspace, child_env, "--rounds", "1", "--timeout", "0", stdin=subprocess.DEVNULL) as second:
+        wait_until(lambda: len(fake_api.requests) > n0, "wake 2's worker request", give_up_s=PROC_TIMEOUT_S)
+        assert reason in fake_api.requests[n0].last_user_text
+        second.kill()
+    assert steps_of(manifest.read_rows(workspace / "runs"))[-1] == "干活·判定#1"
+    n1 = len(fake_api.requests)
+    third = flower(workspace, child_env, "--rounds", "1", "--timeout", "0", devnull=True)
+    assert_clean_exit(third)
+    opening = next(r for r in fake_api.requests[n1:] if role_of(r) == "worker")
+    assert opening.all_text.count(reason) == 1, opening.last_user_text
+
+
+def test_the_timeout_hint_is_said_once_and_only_where_it_applies(
+    fake_api: FakeAnthropic, child_env: dict[str, str], workspace: Path
+) -> None:
+    """Issue 13: "add --timeout 0" was printed even when --timeout 0 was given. It is said once, and
+    only when the person did not choose a timeout on the command line (0 or any other)."""
+    Brief.parse(BRIEF).write(notes(workspace) / "需求.md")
+    Goal.parse(GOAL).write(notes(workspace) / "目标.md")
+    fake_api.add(as_role("worker", text("改了一点", times=None)), as_role("judge", text(ACHIEVED, times=None)))
+    hint = say("no_tty", "zh")
+    waiting = flower(workspace, child_env, "--rounds", "2", devnull=True)
+    deciding = flower(workspace, child_env, "--rounds", "2", "--timeout", "0", devnull=True)
+    chosen = flower(workspace, child_env, "--rounds", "2", "--timeout", "600", devnull=True)
+    for done in (waiting, deciding, chosen):
+        assert_clean_exit(done)
+    assert waiting.out.count(hint) == 1
+    assert hint not in deciding.out and hint not in chosen.out
 
 
 # -- h. bad input ---------------------------------------------------------------------------------

@@ -293,6 +293,34 @@ def test_a_message_past_the_read_limit_is_one_line_saying_what_to_do(lang: str, 
     v.close()
 
 
+@pytest.mark.parametrize(
+    ("lang", "said", "cause"),
+    [
+        ("zh", "一个工具结果(Read)约 7.5K tokens", "result-too-big"),
+        ("en", "one tool result (Read) of about 7.5K tokens", "result-too-big"),
+        ("zh", "一个新会话光起步(系统提示、工具说明和交接)就要 12.3K", "window-too-small"),
+        ("en", "a fresh session already needs 12.3K to start", "window-too-small"),
+    ],
+)
+def test_a_step_that_cannot_fit_says_why_and_what_to_do_in_the_persons_language(
+    lang: str, said: str, cause: str
+) -> None:
+    """Issue 13: the stop names the real cause (one result, or the window) and the flag to change, in
+    the person's language whatever language the run that stopped wrote its error in."""
+    from flower_magic.core.handoff import ContextStop
+
+    floor = 12_300 if cause == "window-too-small" else 4_900
+    stop = ContextStop(cause, line=10_000, window=40_000, floor=floor, result=7_500, tool="Read")
+    v = view(lang=lang)
+    v.on_step(None, FakeResult(ok=False, error=stop.error("zh" if lang == "en" else "en")))
+    text = v.bundle()["text/plain"]
+    (line,) = [ln for ln in text.splitlines() if said in ln]
+    assert "%flower --window" in line and "10.0K" in line and "40.0K" in line
+    assert ("offset/limit" in line) == (cause == "result-too-big")
+    assert ("--no-handoff" in line) == (cause == "window-too-small")
+    v.close()
+
+
 def test_tool_calls_are_one_line_with_collapsed_details() -> None:
     v = view()
     v.sink(Event("tool_call", "ls -la", tool="Bash", payload={"id": "t1", "input": {"command": "ls -la"}}))

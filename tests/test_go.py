@@ -7,7 +7,16 @@ from pathlib import Path
 import pytest
 
 from flower_magic.core.handoff import WINDOW_1M_TOKENS, WINDOW_HAIKU_TOKENS
-from flower_magic.workflow.go import MAX_TASK_CHARS, GoError, GoOptions, TaskTooBig, cli_chars, task_limit_chars
+from flower_magic.stores.trim import budget_for_line
+from flower_magic.workflow.go import (
+    MAX_TASK_CHARS,
+    GoError,
+    GoOptions,
+    TaskTooBig,
+    cli_chars,
+    make_runtime,
+    task_limit_chars,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -74,3 +83,19 @@ def test_a_wake_phrase_and_a_cell_body_are_the_same_field() -> None:
     assert GoOptions(task=" /new ").check().new
     with pytest.raises(TaskTooBig):
         GoOptions(task="多行\n" * (MAX_TASK_CHARS // 3 + 1)).check()
+
+
+@pytest.mark.parametrize(("window", "trim"), [(40_000, True), (200_000, True), (200_000, False)])
+def test_the_runs_store_trims_to_a_budget_sized_from_the_runs_own_window(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, window: int, trim: bool
+) -> None:
+    """Issue 13: the budget scales with the window the run hands off in (--window), not a default."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    opts = GoOptions(task="x", workspace=tmp_path / "ws", window=window, trim=trim).check()
+    rt = make_runtime(opts)
+    try:
+        assert rt.handoff.window == window
+        assert rt.store.trims is trim
+        assert rt.store.trim_policy.budget_tokens == budget_for_line(rt.handoff.at)
+    finally:
+        rt.close()

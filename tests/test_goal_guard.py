@@ -21,6 +21,7 @@ from flower_magic.core import manifest
 from flower_magic.core.brief import Brief
 from flower_magic.core.events import Event
 from flower_magic.core.goal import Goal
+from flower_magic.core.handoff import HandoffPolicy
 from flower_magic.core.human import HumanChannel
 from flower_magic.core.lineage import Lineage
 from flower_magic.core.resilience import CLI_MAX_RETRIES
@@ -29,7 +30,7 @@ from flower_magic.core.rundir import wake_state
 from flower_magic.testing import FakeAnthropic, Request, error, text, tool_use
 from flower_magic.testing.roles import as_role, role_of
 from flower_magic.workflow.base import StepAbort
-from flower_magic.workflow.judge import ACCEPT, AMEND, MISJUDGED, UNCLEAR, goal_step, with_goal
+from flower_magic.workflow.judge import ACCEPT, AMEND, MISJUDGED, UNCLEAR, goal_step, unheard_verdict, with_goal
 from flower_magic.workflow.starter import NoTaskError, starter_flow
 from flower_magic.workflow.verdict import ACHIEVED, NOT_YET
 
@@ -107,6 +108,26 @@ async def test_achieved_first_round(fake_api: FakeAnthropic, fake_api_env: dict[
     verify = fake_api.requests[1]
     assert "- 内容是 hello" in verify.last_user_text and "写好了 hello.txt" in verify.last_user_text
     assert steps(workspace) == ["干活", "干活·判定#1"]
+
+
+@pytest.mark.anyio
+@pytest.mark.slow
+async def test_the_judges_sessions_say_nothing_about_context(
+    fake_api: FakeAnthropic, fake_api_env: dict[str, str], workspace: Path
+) -> None:
+    """Issue 13: "near the hand-off line" was printed at the start of every session, the judge's too.
+    Here only the judge's context is past the warning line; nobody is told anything."""
+    fake_api.add(worker("写好了 hello.txt", usage={"input_tokens": 500}), judge(PASS, usage={"input_tokens": 5_000}))
+    events: list[Event] = []
+    handoff = HandoffPolicy(window=40_000)  # warns from 1K, hands off at 10K
+    rt = Runtime(workspace=workspace, run_dir=workspace / "runs", resilience=False, handoff=handoff)
+    try:
+        ctx = await guarded(workspace, rounds=1).run(rt, on_event=events.append)
+    finally:
+        rt.close()
+    assert ctx["_verdict"].state == ACHIEVED
+    assert rt.handoff.warn_at < 5_000 < rt.handoff.at
+    assert [e for e in events if e.kind == "handoff"] == []
 
 
 @pytest.mark.anyio
@@ -507,3 +528,29 @@ def test_empty_ask_in_a_fresh_directory(workspace: Path) -> None:
         starter_flow("   ", workspace=workspace, run_dir=workspace / "runs")
     assert isinstance(NoTaskError(), ValueError)
     assert list(workspace.iterdir()) == []
+
+
+# -- the verdict a wake ends on (issue 13) -----------------------------------------------------------
+
+_NOT_YET = "## 结论\n未达成\n\n## 理由\n还差一条。\n\n## 未通过\n- a 能运行\n"
+
+
+@pytest.mark.parametrize(
+    ("steps", "texts", "oks", "expected"),
+    [
+        (["干活", "干活·判定#1"], ["w", _NOT_YET], [True, True], "还差一条。"),
+        (["干活·判定#2", "干活#round3"], [_NOT_YET, "w"], [True, True], None),  # the worker got it since
+        (["干活", "干活·判定#1"], ["w", "## 结论\n达成\n"], [True, True], None),
+        (["干活", "干活·判定#1"], ["w", "## 结论\n无法达成\n\n## 理由\n要真机。"], [True, True], None),
+        (["干活", "干活·判定#1"], ["w", ""], [True, False], None),  # the judge's own run failed
+        (["干活", "干活·判定#1"], ["w", "嗯……"], [True, True], UNCLEAR),
+        (["干活·判定#1", "设定目标", "别的·判定#1"], [_NOT_YET, "g", "## 结论\n达成\n"], [True] * 3, "还差一条。"),
+        ([], [], [], None),
+    ],
+)
+def test_unheard_verdict(steps: list[str], texts: list[str], oks: list[bool], expected: str | None) -> None:
+    rows = [{"step": s, "text": t, "ok": ok} for s, t, ok in zip(steps, texts, oks, strict=True)]
+    verdict = unheard_verdict(rows, "干活")
+    assert (verdict.reason if verdict else None) == expected
+    if verdict is not None and expected == "还差一条。":
+        assert verdict.failed == ["a 能运行"] and "a 能运行" in verdict.feedback()

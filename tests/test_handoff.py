@@ -13,7 +13,11 @@ from flower_magic.core.handoff import (
     DEGRADED,
     DEGRADED_TASK_CHARS,
     HANDOFF_PROMPT,
+    RESULT_TOO_BIG,
     SECTIONS,
+    STOP_CMD,
+    WINDOW_TOO_SMALL,
+    ContextStop,
     Handoff,
     HandoffPolicy,
     calibrated_window,
@@ -25,6 +29,7 @@ from flower_magic.core.handoff import (
     generation_cap_error,
     handoff_path,
     handoff_prompt,
+    is_context_stop,
     is_overflow,
     model_mismatch,
     remember_overflow,
@@ -344,13 +349,49 @@ def test_model_mismatch() -> None:
 def test_runaway_errors() -> None:
     policy = HandoffPolicy(window=40_000, headroom=25_000)
     cap = generation_cap_error(8, policy)
-    assert "8" in cap and "启动地板" in cap and "15000" in cap and "40000" in cap and "--no-handoff" in cap
+    assert "8" in cap and "15000" in cap and "40000" in cap and "--no-handoff" in cap and "--window" in cap
+    # Reaching the cap means each successor filled its own context; a start-up above the line stops
+    # earlier with its own cause (issue 13: the cap blamed the start-up when one read was the cause).
+    assert "启动" not in cap and "起步" not in cap and not is_context_stop(cap)
     streak = degraded_streak_error(2, policy)
     for word in ("降级", "烧钱", "窗口", "余量", "40000", "15000", "25000", "--window", "headroom"):
         assert word in streak
 
 
 # --- the prompt -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+@pytest.mark.parametrize(
+    "stop",
+    [
+        ContextStop(RESULT_TOO_BIG, line=10_000, window=40_000, floor=4_900, result=7_512, tool="Read"),
+        ContextStop(RESULT_TOO_BIG, line=10_000, window=40_000, floor=0, result=99_000),
+        ContextStop(WINDOW_TOO_SMALL, line=10_000, window=40_000, floor=12_345),
+    ],
+)
+def test_context_stop_round_trips_through_its_error_text(stop: ContextStop, lang: str) -> None:
+    """The error text is the phrase in the runtime's language; either reads back as the same stop."""
+    text = stop.error(lang)
+    assert ContextStop.parse(text) == stop and is_context_stop(text)
+    assert str(stop.line) in text and str(stop.window) in text and str(stop.floor) in text
+    assert "--window" in text
+    if stop.cause == WINDOW_TOO_SMALL:
+        assert "--no-handoff" in text and "Read" not in text
+    else:
+        assert "offset/limit" in text and str(stop.result) in text
+
+
+def test_a_stop_text_with_its_command_spelled_two_ways_is_not_a_stop() -> None:
+    """The window phrase names the command twice; a text where the two differ was not made by it."""
+    text = ContextStop(WINDOW_TOO_SMALL, line=10_000, window=40_000, floor=12_345).error("en")
+    assert text.count(STOP_CMD + " ") == 2
+    assert ContextStop.parse(text.replace(STOP_CMD + " ", "other ", 1)) is None
+
+
+@pytest.mark.parametrize("text", [None, "", "context-full-handoff", generation_cap_error(8, HandoffPolicy())])
+def test_other_errors_are_not_context_stops(text: str | None) -> None:
+    assert ContextStop.parse(text) is None and not is_context_stop(text)
 
 
 def test_handoff_prompt() -> None:

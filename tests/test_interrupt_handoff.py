@@ -117,8 +117,11 @@ async def test_crossing_the_line_hands_off_to_a_new_session(
 async def test_two_degraded_handoffs_in_a_row_stop(
     fake_api: FakeAnthropic, fake_api_env: dict[str, str], workspace: Path
 ) -> None:
-    # Every session crosses the line at once, and no hand-off turn produces the required sections.
+    # Every session starts small and crosses the line on its own work, and no hand-off turn produces the
+    # required sections. (A session that starts above the line stops at once instead: tests/test_succession.py.)
     fake_api.add(text("胡言乱语", match=_asks_for_handoff, times=None))
+    first = lambda r: r.n_messages <= 2 and not _asks_for_handoff(r)  # noqa: E731
+    fake_api.add(tool_use("Bash", {"command": "echo hi"}, usage={"input_tokens": 3_000}, match=first, times=None))
     fake_api.add(text("还在干", usage={"input_tokens": 20_000}, times=None))
     rt = Runtime(workspace=workspace, run_dir=workspace / "runs", resilience=False, handoff=_handoff_policy())
     try:

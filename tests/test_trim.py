@@ -1,7 +1,8 @@
 """trim() and expire(): resumed context gets smaller, and nothing is lost.
 
 Trimming spills large old tool results to ``<workspace>/.flower/spill/<sha256[:16]>.txt`` and leaves a
-pointer; expiry marks old results of read-only Bash glances stale. Both keep every tool_result block.
+pointer, by the budget rule (the default) or the reference's count rule (``keep_recent``); expiry marks
+old results of read-only Bash glances stale. Both keep every tool_result block.
 """
 
 from __future__ import annotations
@@ -16,15 +17,22 @@ import pytest
 
 from flower_magic.stores.resume import resume_view
 from flower_magic.stores.trim import (
+    BUDGET_SHARE,
+    CHARS_PER_TOKEN,
+    REFERENCE_KEEP_RECENT,
     SPILL_POINTER,
     EphemeralPolicy,
     TrimPolicy,
+    budget_for_line,
     expire,
+    sized,
     spill_path,
     trim,
+    turn_start,
 )
 
 Entry = dict[str, Any]
+COUNT = TrimPolicy(keep_recent=REFERENCE_KEEP_RECENT)  # the reference's rule, kept for compatibility
 
 
 class Session:
@@ -110,12 +118,12 @@ def spilled(workspace: Path) -> dict[str, bytes]:
 # -- trimming ---------------------------------------------------------------------------------------
 
 
-def test_thirty_large_results_keep_the_newest_twenty_and_spill_the_rest_byte_for_byte(tmp_path: Path) -> None:
+def test_count_rule_keeps_the_newest_twenty_and_spills_the_rest_byte_for_byte(tmp_path: Path) -> None:
     session = Session()
     texts = thirty_large(session)
     before = copy.deepcopy(session.entries)
 
-    out, report = trim(session.entries, TrimPolicy(), tmp_path)
+    out, report = trim(session.entries, COUNT, tmp_path)
 
     assert session.entries == before, "the input was modified"
     contents = [b["content"] for b in results_of(out)]
@@ -160,8 +168,8 @@ def test_write_false_gives_the_same_view_and_writes_nothing(tmp_path: Path) -> N
     viewer = tmp_path / "viewer"
     writer = tmp_path / "writer"
 
-    seen, seen_report = trim(session.entries, TrimPolicy(), viewer, write=False)
-    written, written_report = trim(session.entries, TrimPolicy(), writer)
+    seen, seen_report = trim(session.entries, COUNT, viewer, write=False)
+    written, written_report = trim(session.entries, COUNT, writer)
 
     assert not viewer.exists()
     assert seen == written and seen_report == written_report
@@ -218,7 +226,7 @@ def test_trim_disabled_or_within_the_budget_changes_nothing(tmp_path: Path) -> N
     session = Session()
     for i in range(20):
         session.call("Bash", big(i), command="cat q")
-    out, report = trim(session.entries, TrimPolicy(), tmp_path)
+    out, report = trim(session.entries, COUNT, tmp_path)
     assert out == session.entries and report["cleared"] == 0 and not spilled(tmp_path)
     view = resume_view(session.entries, workspace=tmp_path, trim=False, write=True)
     assert view.report["cleared"] == 0 and not spilled(tmp_path)
@@ -228,9 +236,9 @@ def test_resume_view_spills_only_when_asked_to_write(tmp_path: Path) -> None:
     session = Session()
     texts = thirty_large(session)
     session.answer()
-    viewer = resume_view(session.entries, workspace=tmp_path, trim=True, write=False)
+    viewer = resume_view(session.entries, workspace=tmp_path, trim=COUNT, write=False)
     assert not spilled(tmp_path)
-    resumed = resume_view(session.entries, workspace=tmp_path, trim=True, write=True)
+    resumed = resume_view(session.entries, workspace=tmp_path, trim=COUNT, write=True)
     assert viewer.entries == resumed.entries
     assert len(spilled(tmp_path)) == 10 and set(spilled(tmp_path).values()) == {t.encode() for t in texts[:10]}
     assert resumed.report["cleared"] == 10
@@ -308,3 +316,121 @@ def test_expiry_disabled_in_resume_view_changes_nothing(tmp_path: Path) -> None:
     session.answer()
     assert resume_view(session.entries, workspace=tmp_path, ephemeral=False).entries == session.entries
     assert resume_view(session.entries, workspace=tmp_path).report["expired"] == 4
+
+
+# -- the budget rule (issue 13) ---------------------------------------------------------------------
+
+
+def _budget(chars: int) -> TrimPolicy:
+    assert chars % CHARS_PER_TOKEN == 0
+    return TrimPolicy(budget_tokens=chars // CHARS_PER_TOKEN)
+
+
+def test_budget_keeps_the_newest_stretch_that_fits_and_spills_the_rest(tmp_path: Path) -> None:
+    session = Session()
+    texts = [big(i, size) for i, size in enumerate([2100, 3000, 9000, 4500, 2400, 3000])]
+    for t in texts:
+        session.call("Read", t)
+    session.answer()
+
+    out, report = trim(session.entries, _budget(12000), tmp_path)
+
+    contents = [b["content"] for b in results_of(out)]
+    # Newest first: 3000 + 2400 + 4500 = 9900 fit; 9000 would not, so it and everything older go,
+    # though 2100 alone would still fit (what stays is the newest stretch, not a packing).
+    assert contents[3:] == texts[3:]
+    assert all(c.startswith("[") and "spill" in c for c in contents[:3])
+    assert report["cleared"] == 3 and report["kept"] == 3 and report["protected"] == 0
+    assert spilled(tmp_path) == {spill_path(tmp_path, t, TrimPolicy()).name: t.encode("utf-8") for t in texts[:3]}
+
+
+def test_the_turn_in_progress_is_never_trimmed_by_the_rule_only_by_force(tmp_path: Path) -> None:
+    """A resume after an interrupt, an outage or a kill: the model is in the middle of using these."""
+    session = Session()
+    old = [big(i, 5000) for i in range(3)]
+    for t in old:
+        session.call("Read", t)
+    session.answer()
+    session._add("user", {"role": "user", "content": "下一轮"})
+    current = [big(10 + i, 6000) for i in range(3)]
+    for t in current:
+        session.call("Read", t)  # no answer after them: the turn is in progress
+
+    out, report = trim(session.entries, _budget(3000), tmp_path)
+    contents = [b["content"] for b in results_of(out)]
+    assert contents[3:] == current and report["protected"] == 3
+    assert all("spill" in c for c in contents[:3])
+
+    ids = {b["tool_use_id"] for b in results_of(session.entries)[3:5]}
+    forced, report = trim(session.entries, _budget(3000), tmp_path, force=ids)
+    contents = [b["content"] for b in results_of(forced)]
+    assert contents[5] == current[2] and all("spill" in c for c in contents[:5])
+    assert set(report["spilled"]) >= ids and report["protected"] == 1
+
+
+@pytest.mark.parametrize(
+    ("tail", "in_progress"),
+    [
+        ({"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": "好"}]}}, False),
+        (
+            {
+                "type": "assistant",
+                "message": {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": "好"}],
+                    "stop_reason": "end_turn",
+                },
+            },
+            False,
+        ),
+        (  # cut while streaming
+            {
+                "type": "assistant",
+                "message": {"role": "assistant", "content": [{"type": "text", "text": "我先"}], "stop_reason": None},
+            },
+            True,
+        ),
+        ({"type": "user", "message": {"role": "user", "content": "[Request interrupted by user]"}}, True),
+        (
+            {
+                "type": "assistant",
+                "isApiErrorMessage": True,
+                "message": {"role": "assistant", "model": "<synthetic>", "content": [{"type": "text", "text": "API"}]},
+            },
+            True,
+        ),
+        ({"type": "attachment", "attachment": {"type": "task_reminder"}}, True),
+    ],
+)
+def test_what_counts_as_a_turn_in_progress(tail: Entry, in_progress: bool) -> None:
+    session = Session()
+    session.call("Read", big(1))
+    session.entries.append({"uuid": "tail", "parentUuid": session.entries[-1]["uuid"], **tail})
+    assert (turn_start(session.entries) == 0) == in_progress
+
+
+def test_the_budget_is_a_share_of_the_hand_off_line_unless_a_policy_names_its_own() -> None:
+    """The rule scales with the window; a budget or the count rule given by the caller is kept."""
+    assert budget_for_line(150_000) == 150_000 * BUDGET_SHARE and budget_for_line(750_000) == 5 * budget_for_line(
+        150_000
+    )
+    assert sized(True, 150_000) == TrimPolicy(budget_tokens=budget_for_line(150_000))
+    assert sized(False, 150_000).enabled is False
+    assert sized(TrimPolicy(budget_tokens=123), 150_000).budget_tokens == 123
+    count = TrimPolicy(keep_recent=REFERENCE_KEEP_RECENT)
+    assert sized(count, 150_000) == count and count.budget_tokens is None
+    assert TrimPolicy(budget_tokens=100).budget_chars() == 100 * CHARS_PER_TOKEN
+
+
+def test_the_store_sizes_its_budget_from_the_line_it_is_given(tmp_path: Path) -> None:
+    from flower_magic.stores.resume import PruningSessionStore
+
+    small = PruningSessionStore(tmp_path / "a.db", workspace=tmp_path, trim=True, line=10_000)
+    large = PruningSessionStore(tmp_path / "b.db", workspace=tmp_path, trim=True, line=750_000)
+    try:
+        assert small.trim_policy.budget_tokens == budget_for_line(10_000)
+        assert large.trim_policy.budget_tokens == budget_for_line(750_000)
+        assert small.trims and large.trims
+    finally:
+        small.close()
+        large.close()

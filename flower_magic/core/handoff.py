@@ -400,11 +400,13 @@ def model_mismatch(want: str, served: str) -> str | None:
 
 
 def generation_cap_error(generations: int, policy: HandoffPolicy) -> str:
-    """The error when every successor crosses the line at once (``max_generations`` reached)."""
+    """The error when one step used up ``max_generations`` successors. A successor that starts above
+    the line, or that one result pushes over it, is stopped earlier with a ``ContextStop`` naming that
+    cause; reaching the cap means each successor filled its context with its own work."""
     return (
-        f"换了 {generations} 代会话,每一代一开局就越过交接线 —— 交接线 {policy.at} 多半低于"
-        f"这个角色的启动地板(系统提示和工具说明本身就占掉的上下文)。"
-        f"把 window 调大(现在是 {policy.window}),或者加 --no-handoff。"
+        f"这一步已经换了 {generations} 代会话,每一代都把上下文用到了交接线 {policy.at}"
+        f"(窗口 {policy.window})。把 --window 设成模型真实的窗口,或者把这一步拆小;"
+        "也可以加 --no-handoff,改用 Claude Code 自己的压缩。"
     )
 
 
@@ -415,3 +417,96 @@ def degraded_streak_error(streak: int, policy: HandoffPolicy) -> str:
         f"当前窗口 {policy.window}、交接线 {policy.at}、余量 {policy.room}:"
         "余量不够写交接的那一轮。把 --window 设成模型真实的窗口,或者显式给一个更大的 headroom。"
     )
+
+
+# --- when a step cannot make room ---------------------------------------------------------------
+
+RESULT_TOO_BIG = "result-too-big"
+WINDOW_TOO_SMALL = "window-too-small"
+
+# What a session is told when it resumes after its large results were spilled to make room (a
+# squeeze): nothing is gone, only moved, and how to get at a big file without reading all of it.
+SQUEEZE_PROMPT = (
+    "上下文到了交接线,先腾了地方:这段会话里较大的工具结果已经原样存进文件,原处留着文件路径"
+    "(要用时用 Read 读;大文件用 Read 的 offset/limit 分段读,或者用 Grep 只找需要的部分)。"
+    "别的都还在。从刚才停下的地方接着做。"
+)
+
+# The phrase (core/words.py) that names each cause; the error text is that phrase with the raw numbers
+# in the runtime's language, so ``parse`` reads it back in either language.
+_STOP_PHRASES = {RESULT_TOO_BIG: "stop_result_too_big", WINDOW_TOO_SMALL: "stop_window_too_small"}
+_STOP_FIELDS = {
+    "tool": r"[^()()]*",
+    "result": r"\d+",
+    "floor": r"\d+",
+    "line": r"\d+",
+    "window": r"\d+",
+    "cmd": r"[^\s<]+",
+}
+# How the error text spells the command (a front end re-says it with its own: ``flower``, ``%flower``).
+STOP_CMD = "flower"
+
+
+def _stop_patterns() -> list[tuple[str, re.Pattern[str]]]:
+    from flower_magic.core.words import LANGS, phrase_pattern
+
+    return [(cause, phrase_pattern(key, lang, _STOP_FIELDS)) for cause, key in _STOP_PHRASES.items() for lang in LANGS]
+
+
+@dataclass(frozen=True)
+class ContextStop:
+    """Why a step stopped instead of handing off (again): what it must carry cannot get under the line.
+
+    Attributes:
+        cause: ``RESULT_TOO_BIG`` (one tool result does not fit next to the session's start-up) or
+            ``WINDOW_TOO_SMALL`` (a fresh session already starts above the line).
+        line, window: the hand-off line and the window, in tokens.
+        floor: the context a fresh session of the step started with (system prompt, tools, its first
+            prompt), in tokens.
+        result: the result's size in tokens (``RESULT_TOO_BIG``).
+        tool: the tool that produced it (``RESULT_TOO_BIG``).
+    """
+
+    cause: str
+    line: int
+    window: int
+    floor: int
+    result: int = 0
+    tool: str = ""
+
+    def error(self, lang: str = "zh") -> str:
+        """The step's error text in ``lang`` (the manifest keeps it; ``parse`` reads it back)."""
+        from flower_magic.core.words import say
+
+        return say(
+            _STOP_PHRASES[self.cause],
+            lang,
+            tool=self.tool or "?",
+            result=self.result,
+            floor=self.floor,
+            line=self.line,
+            window=self.window,
+            cmd=STOP_CMD,
+        )
+
+    @classmethod
+    def parse(cls, text: str | None) -> ContextStop | None:
+        """The stop an error text in any language describes, or None for any other error."""
+        for cause, pattern in _stop_patterns():
+            found = pattern.fullmatch(text or "")
+            if found:
+                fields = found.groupdict()
+                return cls(
+                    cause=cause,
+                    line=int(fields["line"]),
+                    window=int(fields["window"]),
+                    floor=int(fields["floor"]),
+                    result=int(fields.get("result") or 0),
+                    tool="" if fields.get("tool") in (None, "?") else str(fields["tool"]),
+                )
+        return None
+
+
+def is_context_stop(text: str | None) -> bool:
+    """Whether a step's error is a ``ContextStop``."""
+    return ContextStop.parse(text) is not None

@@ -7,8 +7,10 @@ Guarantees:
       ``StepResult.error`` / ``errors``. Cancellation and KeyboardInterrupt still propagate, after the
       step's row is written.
     - A manifest row is written at the end of every ``run()`` and by ``rescue()``.
-    - Retries, interrupts and hand-offs continue the SAME conversation (resume) whenever a session id
-      exists; only a hand-off starts a new session, on purpose, and records the old one in ``retired``.
+    - Retries, interrupts, squeezes and hand-offs continue the SAME conversation (resume) whenever a
+      session id exists; only a hand-off starts a new session, on purpose, and records the old one in
+      ``retired``. Before any hand-off the session is squeezed (core.succession), and a session that
+      cannot get under the hand-off line stops with a ``ContextStop`` naming why.
     - Error texts never go into the prompt the model sees; resumes use neutral prompts.
 Not guaranteed:
     - In-flight subagent work survives an interrupt or an outage (it is replayed by the agent).
@@ -49,7 +51,7 @@ from flower_magic.core.result import (
 )
 from flower_magic.core.rundir import RunDir
 from flower_magic.core.storage import RunStore, default_store
-from flower_magic.core.succession import check_model, hand_off, watch_context
+from flower_magic.core.succession import Turn, check_model, make_room, watch_context
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +78,8 @@ class Runtime:
         run_dir: where sessions.db, manifest.json and lineage.json live; relative = under the
             workspace, as for every front end (default ``runs``).
         portable: ignore the user's ``~/.claude`` settings.
-        trim: spill large old tool results out of resumed context (off here; on in ``flower``).
+        trim: spill large old tool results out of resumed context (off here; on in ``flower``): a
+            ``TrimPolicy``, or True for the budget rule sized from ``handoff``'s line.
         ephemeral: mark stale results of old read-only shell commands on resume.
         keep_denials: how many denied tool calls stay in resumed context.
         resilience: outage policy (``True`` = defaults, ``False`` = one attempt only).
@@ -125,7 +128,12 @@ class Runtime:
         self.env: dict[str, str] = {"CLAUDE_CONFIG_DIR": str(config_dir()), **cli_retry_env(os.environ)}
         self.env.update(env or {})
         self.store: RunStore = store or default_store(
-            rd.sessions_db, workspace=self.workspace, trim=trim, ephemeral=ephemeral, keep_denials=keep_denials
+            rd.sessions_db,
+            workspace=self.workspace,
+            trim=trim,
+            ephemeral=ephemeral,
+            keep_denials=keep_denials,
+            line=self.handoff.at,
         )
         self.lang = lang
         self.results: list[StepResult] = []
@@ -142,7 +150,11 @@ class Runtime:
         self._cli_interrupt_sent = False
         self._interrupt_task: asyncio.Future[None] | None = None
         self._watermark = 0
-        self._warned = False
+        self._floor = 0  # tokens of the first request of the step's newest fresh session (0: none yet)
+        self._floor_pending = False
+        self._announce = True  # notices about the context go to the person (not for a gate's sessions)
+        self._near_said = False  # "near the hand-off line": once per runtime
+        self._squeeze_said = False  # "made room": once per runtime
         self._writing_handoff = False
         self._model_checked = False
         self._closed = False
@@ -255,6 +267,7 @@ class Runtime:
         session_id: str | None = None,
         on_event: Sink | None = None,
         opening: str | Callable[[], str] | None = None,
+        announce_context: bool = True,
     ) -> StepResult:
         """Run one step to its end: retrying outages, resuming after interrupts, handing off when full.
 
@@ -270,17 +283,19 @@ class Runtime:
                 names a session that never received a prompt (its first process died before the
                 prompt was stored): they are sent then, ahead of ``prompt``. Without ``resume`` the
                 opening is ``prompt`` itself.
+            announce_context: tell the person when the context nears the line or room is made
+                (False for a gate's own sessions, e.g. the judge's: the person does not steer them).
         """
         self._note_network_fs(on_event)
         result = StepResult(step=step_name or spec.name, started_at=time.time())
         self._current = result
         self._loop = asyncio.get_running_loop()
-        self._watermark, self._warned = 0, False
+        self._watermark, self._floor, self._announce = 0, 0, announce_context
         self._opening = opening if resume else prompt
         if resume and not fork and not self.holds_prompt(resume):
             prompt = self._with_opening(prompt)
         plan = Plan(prompt, resume=resume, fork=fork, session_id=session_id)
-        degraded_in_row = 0
+        turn = Turn()
         attempt = 0
         try:
             while True:
@@ -310,14 +325,16 @@ class Runtime:
                         ),
                     )
                     plan = await self._continue(result, interrupt_prompt(words))
+                    turn.squeezed = False  # a new prompt opens a new turn, which may be squeezed again
                     attempt -= 1
                     continue
                 if self._should_hand_off(result, fresh):
-                    verdict = await hand_off(self, spec, plan.prompt, result, fresh, degraded_in_row, on_event)
-                    if verdict is None:
+                    room = await make_room(self, spec, plan.prompt, result, turn, on_event)
+                    if room is None:
                         break
-                    plan, degraded_in_row = Plan(verdict[0]), verdict[1]
-                    self._opening = plan.prompt  # the successor's own instructions from here on
+                    if room.resume is None:
+                        self._opening = room.prompt  # a successor: its own instructions from here on
+                    plan = room
                     attempt -= 1
                     continue
                 if not await self._retry_wait(result, attempt, on_event):
@@ -494,6 +511,8 @@ class Runtime:
         result.ok, result.error = False, None
         texts: list[str] = []
         self._cli_interrupt_sent = False
+        # A fresh session's first request is the step's start-up size (system prompt, tools, prompt).
+        self._floor_pending = not plan.resume and not self._writing_handoff
         client = ClaudeSDKClient(self._options(spec, plan))
         try:
             await client.connect()

@@ -33,13 +33,25 @@ class RunStore(Protocol):
 
     def close(self) -> None: ...
 
+    # Making room before a hand-off (core.succession): a store that does not trim says ``trims`` False
+    # and is never asked the rest.
+    @property
+    def trims(self) -> bool: ...
+
+    def large_results(self, key: Any) -> list[Any]: ...
+
+    def squeezable(self, key: Any) -> list[Any]: ...
+
+    def squeeze(self, key: Any, tool_use_ids: set[str]) -> None: ...
+
 
 StoreFactory = Callable[..., RunStore]
 _default: list[StoreFactory] = []
 
 
 def register_default(factory: StoreFactory) -> None:
-    """Make ``factory(sessions_db, workspace=, trim=, ephemeral=, keep_denials=)`` the default store."""
+    """Make ``factory(sessions_db, workspace=, trim=, ephemeral=, keep_denials=, line=)`` the default store
+    (``line``: the runtime's hand-off line in tokens, which a trimming budget is sized from)."""
     _default[:] = [factory]
 
 

@@ -11,6 +11,8 @@ spelled anywhere else (a test holds it). Both tables have the same keys (a test 
 from __future__ import annotations
 
 import os
+import re
+import string
 import unicodedata
 from collections.abc import Mapping
 from pathlib import Path, PurePath, PureWindowsPath
@@ -50,6 +52,14 @@ _TEXTS: dict[str, dict[str, str]] = {
         "handoff_next": "下一步",
         "handoff_path": "<- 交接写在 {path}",
         "handoff_new": "<- 新会话接手,上下文从 {ctx} 重新开始",
+        "handoff_squeezed": "上下文 {ctx} 到了交接线 {at}:{n} 个大的工具结果原样存进了 .flower/spill/,"
+        "原会话接着做(不换会话)",
+        "stop_result_too_big": "一个工具结果({tool})约 {result} tokens,加上会话起步的 {floor},越过了交接线 {line}"
+        "(窗口 {window}):换新会话也还得带着它,所以停下了。让它分段读(Read 的 offset/limit,或 Grep 只找需要的),"
+        "或者把窗口设成模型真实的大小:{cmd} --window <真实窗口>",
+        "stop_window_too_small": "一个新会话光起步(系统提示、工具说明和交接)就要 {floor},已经越过交接线 {line}"
+        "(窗口 {window}):换多少代会话都一样,所以停下了。把窗口设成模型真实的大小:{cmd} --window <真实窗口>,"
+        "或者 {cmd} --no-handoff",
         "interrupted": "! 已打断这一轮。正在跑的 subagent 会丢掉半成品。",
         "interrupt_say": "  要说什么?(直接回车 = 什么都不说,接着跑;再按一次 Ctrl+C = 退出)",
         "pending_asks": "  (有 {n} 个提问还等着,打断不影响它们)",
@@ -220,6 +230,15 @@ _TEXTS: dict[str, dict[str, str]] = {
         "handoff_next": "next",
         "handoff_path": "<- hand-off written to {path}",
         "handoff_new": "<- a new session takes over; context starts again from {ctx}",
+        "handoff_squeezed": "context {ctx} reached the hand-off line {at}: {n} large tool results were saved, as they "
+        "were, in .flower/spill/; the same session carries on (no new session)",
+        "stop_result_too_big": "one tool result ({tool}) of about {result} tokens, with the session's start-up of "
+        "{floor}, is over the hand-off line {line} (window {window}): a new session would have to carry it too, so "
+        "the step stopped. Have it read in parts (Read with offset/limit, or Grep for what it needs), or set the "
+        "model's real window: {cmd} --window <real window>",
+        "stop_window_too_small": "a fresh session already needs {floor} to start (system prompt, tools, the "
+        "hand-off), over the hand-off line {line} (window {window}): every new session would stop the same way, "
+        "so the step stopped. Set the model's real window: {cmd} --window <real window>, or {cmd} --no-handoff",
         "interrupted": "! Interrupted this round. Subagents that were running lose their unfinished work.",
         "interrupt_say": "  Anything to say? (Enter = nothing, keep going; Ctrl+C again = quit)",
         "pending_asks": "  ({n} questions are still waiting; the interrupt does not affect them)",
@@ -387,6 +406,23 @@ def pick_lang_or_default(value: str | None = None) -> str:
 def say(key: str, lang: str = "zh", **fields: Any) -> str:
     """One phrase in ``lang``, with its fields filled in."""
     return _TEXTS.get(lang, _TEXTS["zh"])[key].format(**fields)
+
+
+def phrase_pattern(key: str, lang: str, fields: Mapping[str, str]) -> re.Pattern[str]:
+    """A regex matching ``say(key, lang, ...)`` whole, each field captured by its pattern in ``fields``
+    (a field said twice must be the same both times): how an error text a phrase made is read back.
+
+    Raises:
+        KeyError: the phrase has a field ``fields`` does not give a pattern for.
+    """
+    parts: list[str] = []
+    seen: set[str] = set()
+    for literal, name, _, _ in string.Formatter().parse(_TEXTS.get(lang, _TEXTS["zh"])[key]):
+        parts.append(re.escape(literal))
+        if name:
+            parts.append(f"(?P={name})" if name in seen else f"(?P<{name}>{fields[name]})")
+            seen.add(name)
+    return re.compile("".join(parts), re.DOTALL)
 
 
 def human_tokens(n: int) -> str:

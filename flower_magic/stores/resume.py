@@ -1,4 +1,5 @@
-"""What a resume is handed: the stored transcript with expiry, trimming and pruning applied.
+"""What a resume is handed: the stored transcript with reminders collapsed, expiry, trimming and
+pruning applied.
 
 ``resume_view`` makes the copy (for the CLI on resume, and for the panel's "as the model would get
 it"); ``PruningSessionStore`` is sessions.db with that view on ``load()`` — the store a ``Runtime``
@@ -12,6 +13,8 @@ Guarantees:
     - One workspace, one key: where the SDK's ``project_key`` for the workspace differs from Claude
       Code's (a path with an emoji; ``core.project``), a key the SDK computed is read and written as
       Claude Code's, under which the mirror stores every entry.
+    - A session marked with ``squeeze()`` has those results spilled on every later ``load()`` by this
+      store, whatever the trimming rule says (the mark lives as long as the store object).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING, Any, cast
 from flower_magic.core.project import project_key, sdk_project_key
 from flower_magic.stores.chain import Relink, repair, to_stored
 from flower_magic.stores.prune import Entry, PrunePolicy, prune
+from flower_magic.stores.reminder import collapse
 from flower_magic.stores.rows import ENCODER
 from flower_magic.stores.sqlite import SqliteSessionStore, store_key
 
@@ -49,6 +53,7 @@ class ResumeView:
     added: set[str] = field(default_factory=set)
     report: dict[str, Any] = field(default_factory=dict)
     relinks: list[Relink] = field(default_factory=list)
+    spilled: set[str] = field(default_factory=set)
 
 
 def resume_view(
@@ -59,13 +64,16 @@ def resume_view(
     ephemeral: Any = True,
     prune_policy: PrunePolicy | None = None,
     write: bool = False,
+    force: frozenset[str] | set[str] = frozenset(),
 ) -> ResumeView:
-    """Apply expiry, trimming (when on) and pruning, in that order; ``entries`` is not modified.
+    """Collapse repeated reminders, then apply expiry, trimming (when on) and pruning, in that order;
+    ``entries`` is not modified.
 
     Args:
         trim: a ``TrimPolicy`` or a bool.
         ephemeral: an ``EphemeralPolicy`` or a bool.
         write: write spill files (a resume does; a read-only viewer does not).
+        force: tool_use ids whose large results are spilled whatever the rule (see ``trim``).
     """
     from flower_magic.stores.trim import EphemeralPolicy, TrimPolicy, expire
     from flower_magic.stores.trim import trim as trim_entries
@@ -74,6 +82,7 @@ def resume_view(
     tp = trim if isinstance(trim, TrimPolicy) else TrimPolicy(enabled=bool(trim))
     report: dict[str, Any] = {"expired": 0, "cleared": 0, "kept": 0, "chars_saved": 0, "unspilled": 0}
     rewritten: set[str] = set()
+    spilled: set[str] = set()
     # A chain broken by an earlier resume copy (0.1.0's random seals) is walked whole again first.
     work, relinks = repair(entries)  # expire, trim and prune copy what they change; ``entries`` is never modified
     rewritten.update(r.uuid for r in relinks if r.uuid)
@@ -84,13 +93,16 @@ def resume_view(
     was_enabled = gc.isenabled()
     gc.disable()
     try:
+        work, collapsed = collapse(work)
+        report["reminders_collapsed"] = len(collapsed)
         if eph.enabled:
             work, expired = expire(work, eph)
             rewritten.update(expired)
             report["expired"] = len(expired)
         if tp.enabled:
-            work, trim_report = trim_entries(work, tp, workspace, write=write)
+            work, trim_report = trim_entries(work, tp, workspace, write=write, force=force)
             rewritten.update(trim_report.pop("rewritten"))
+            spilled.update(trim_report.pop("spilled"))
             report.update(trim_report)
         pruned = prune(work, prune_policy)
     finally:
@@ -99,9 +111,9 @@ def resume_view(
     healed = sum(1 for uid in pruned.added if uid.startswith("heal-"))
     report.update(pruned=len(pruned.dropped), denials_dropped=pruned.denials_dropped, healed=healed)
     report["sealed"] = len(pruned.added) - healed
-    dropped = set(pruned.dropped)
+    dropped = set(pruned.dropped) | set(collapsed)
     rewritten = (rewritten | set(pruned.rewritten)) - dropped
-    return ResumeView(pruned.entries, dropped, rewritten, set(pruned.added), report, relinks)
+    return ResumeView(pruned.entries, dropped, rewritten, set(pruned.added), report, relinks, spilled)
 
 
 class PruningSessionStore(SqliteSessionStore):
@@ -114,6 +126,8 @@ class PruningSessionStore(SqliteSessionStore):
         ephemeral: ``EphemeralPolicy`` or bool (on by default).
         keep_denials: denied calls kept in resumed context.
         prune: a full ``PrunePolicy`` (overrides ``keep_denials``).
+        line: the hand-off line (tokens) of the runtime this store serves: a budget rule given no
+            budget is sized from it (``stores.trim.budget_for_line``). None: the default window's.
     """
 
     def __init__(
@@ -125,16 +139,21 @@ class PruningSessionStore(SqliteSessionStore):
         ephemeral: Any = True,
         keep_denials: int = 1,
         prune: PrunePolicy | None = None,
+        line: int | None = None,
     ) -> None:
+        from flower_magic.stores.trim import sized
+
         super().__init__(path)
         self.workspace = Path(workspace)
-        self.trim_policy = trim
+        self.trim_policy = sized(trim, line)
         self.ephemeral_policy = ephemeral
         self.prune_policy = prune or PrunePolicy(keep_denials=keep_denials)
         self.last_report: dict[str, Any] = {}
         sdk_key, cli_key = sdk_project_key(self.workspace), project_key(self.workspace)
         # The SDK's resume asks under its own key; the entries are under Claude Code's.
         self._aliases = {sdk_key: cli_key} if sdk_key != cli_key else {}
+        self._forced: dict[str, set[str]] = {}  # session id -> tool_use ids spilled whatever the rule
+        self._spilled: dict[str, set[str]] = {}  # session id -> tool_use ids the last load() spilled
 
     def _own(self, project: str) -> str:
         return self._aliases.get(project, project)
@@ -142,6 +161,28 @@ class PruningSessionStore(SqliteSessionStore):
     def _own_key(self, key: SessionKey) -> SessionKey:
         project = self._own(key["project_key"])
         return key if project == key["project_key"] else cast("SessionKey", {**key, "project_key": project})
+
+    @property
+    def trims(self) -> bool:
+        """Whether loads trim (and so whether a session may be squeezed)."""
+        return self.trim_policy.enabled
+
+    def large_results(self, key: SessionKey) -> list[Any]:
+        """The stored session's large tool results (``stores.trim.LargeResult``), oldest first."""
+        from flower_magic.stores.trim import large_results
+
+        stored = self.load_sync(self._own_key(key))
+        return large_results(cast("list[Entry]", stored), self.trim_policy) if stored else []
+
+    def squeezable(self, key: SessionKey) -> list[Any]:
+        """The large results that the session's live context still holds in full: every one the last
+        ``load()`` by this store did not spill (all of them for a session it never loaded)."""
+        gone = self._spilled.get(key["session_id"], set()) | self._forced.get(key["session_id"], set())
+        return [r for r in self.large_results(key) if r.tool_use_id not in gone]
+
+    def squeeze(self, key: SessionKey, tool_use_ids: set[str]) -> None:
+        """Spill these results of the session on every later ``load()``, the turn in progress included."""
+        self._forced.setdefault(key["session_id"], set()).update(tool_use_ids)
 
     async def load(self, key: SessionKey) -> list[SessionStoreEntry] | None:
         """The session as a resume must see it (see ``resume_view``); None for an unknown key."""
@@ -158,8 +199,11 @@ class PruningSessionStore(SqliteSessionStore):
             ephemeral=self.ephemeral_policy,
             prune_policy=self.prune_policy,
             write=True,
+            force=frozenset(() if key.get("subpath") else self._forced.get(key["session_id"], ())),
         )
         self.last_report = view.report
+        if not key.get("subpath"):  # a subagent's transcript is not the main thread's context
+            self._spilled[key["session_id"]] = view.spilled
         mended = [r for r in view.relinks if r.was_made_up and r.uuid]
         if mended:
             # Stored entries that name a made-up parent (0.1.0) are fixed where they lie, so every later

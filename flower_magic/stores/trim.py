@@ -1,11 +1,18 @@
 """Keeping resumed context small without losing anything: trimming and ephemeral expiry.
 
-- **Trimming** (``TrimPolicy``): large tool results older than the newest ``keep_recent`` are written
-  to ``<workspace>/.flower/spill/<sha256[:16]>.txt`` and replaced by a pointer the agent can ``Read``.
+- **Trimming** (``TrimPolicy``): large tool results that do not fit a size budget are written to
+  ``<workspace>/.flower/spill/<sha256[:16]>.txt`` and replaced by a pointer the agent can ``Read``.
   Nothing is lost: the spill file holds the exact text, and sessions.db keeps the original entry.
 - **Expiry** (``EphemeralPolicy``): results of read-only "glance" shell commands (``git status``,
   ``ls``, ``cat`` …) older than the newest ``keep_recent`` are marked stale: what they showed may no
   longer be true, and the agent should look again rather than trust them.
+
+The budget rule (the default): large results stay in context newest first while they fit in
+``BUDGET_SHARE`` of the hand-off line; the first one that does not fit, and every older one, is
+spilled. The results of the turn in progress (after the newest prompt, with no final answer yet:
+a resume after an interrupt, an outage or a kill) are never spilled by the rule, only by an explicit
+``force`` (a squeeze before a hand-off). The reference's count rule (keep the newest ``keep_recent``)
+is still there: ``TrimPolicy(keep_recent=20)``.
 
 Both rewrite only the content of a ``tool_result`` block; the block itself stays, so every
 ``tool_use`` keeps its result. Compaction summaries and meta entries are never touched. Neither
@@ -18,11 +25,12 @@ import hashlib
 import re
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from flower_magic.core.durable import write_atomic
+from flower_magic.stores.prune import INTERRUPT_NOTICES, is_api_error
 
 Entry = dict[str, Any]
 
@@ -32,19 +40,67 @@ STALE_TEXT = "[{cmd} 的结果已过期(那是 {age} 次查看之前),现在的�
 CMD_PREVIEW_CHARS = 60
 
 
+# Old tool results (those of turns that have ended) may take at most this share of the hand-off line:
+# 7.5K tokens under a 200K window's 150K line (about one large result), 37.5K under a 1M window's line,
+# nothing large under a 40K window's 10K line. Why so little:
+#   - The line must hold what cannot leave context: the start-up (system prompt and tool schemas, ~9K
+#     tokens on the real API), the conversation's own text, which grows every round and is what a
+#     hand-off is for, and the round in progress, whose results are never trimmed (the model is using
+#     them). Old results are the one part that can leave without loss: the pointer brings each back
+#     byte for byte, and only if it is needed; the model has already acted on them.
+#   - Trimming rewrites the context where the oldest kept result was, so the prompt cache is lost from
+#     there on at every resume that trims. Keeping about one round's worth puts that point at the last
+#     round: everything before it stays cached.
+# Measured in bench/bench_context_economy.py (6 wakes x 5 rounds of 20-40 KB reads, README).
+BUDGET_SHARE = 0.05
+# Tokens are counted as characters / 3: Claude Code's own estimate (workflow/go.py). Real English text
+# runs nearer 4 characters a token, so the budget keeps a little less than it allows: the safe side.
+CHARS_PER_TOKEN = 3
+# The reference's count rule, kept for compatibility: TrimPolicy(keep_recent=REFERENCE_KEEP_RECENT).
+REFERENCE_KEEP_RECENT = 20
+
+
+def budget_for_line(at_tokens: int) -> int:
+    """The token budget for old tool results under a hand-off line of ``at_tokens``."""
+    return max(0, int(at_tokens * BUDGET_SHARE))
+
+
 @dataclass
 class TrimPolicy:
     """Spill large old tool results to files.
 
     Attributes:
-        keep_recent: the newest large results stay in context as they are.
+        budget_tokens: old large results stay, newest first, while they fit in this many tokens
+            (``CHARS_PER_TOKEN`` characters each). None: ``BUDGET_SHARE`` of the hand-off line of the
+            default window (the store a ``Runtime`` uses sizes it from the runtime's own line: ``sized``).
+        keep_recent: the reference's count rule instead of a budget: the newest ``keep_recent`` large
+            results stay, whatever their size (None = the budget rule).
         min_chars: a result shorter than this is never spilled (a pointer would save little).
     """
 
     enabled: bool = True
-    keep_recent: int = 20
+    budget_tokens: int | None = None
+    keep_recent: int | None = None
     min_chars: int = 2000
     spill_dirname: str = SPILL_DIRNAME
+
+    def budget_chars(self) -> int:
+        """The budget in characters (the default window's when ``budget_tokens`` is None)."""
+        tokens = self.budget_tokens
+        if tokens is None:
+            from flower_magic.core.handoff import HandoffPolicy
+
+            tokens = budget_for_line(HandoffPolicy().at)
+        return max(0, tokens) * CHARS_PER_TOKEN
+
+
+def sized(trim: Any, line: int | None = None) -> TrimPolicy:
+    """``trim`` (a ``TrimPolicy`` or a bool) as a policy whose budget rule has a budget: ``BUDGET_SHARE``
+    of ``line`` (the default window's line when None) unless it names a budget or the count rule."""
+    policy = trim if isinstance(trim, TrimPolicy) else TrimPolicy(enabled=bool(trim))
+    if policy.budget_tokens is None and policy.keep_recent is None and line is not None:
+        policy = replace(policy, budget_tokens=budget_for_line(line))
+    return policy
 
 
 @dataclass
@@ -448,8 +504,106 @@ def spill_path(workspace: Path, text: str, policy: TrimPolicy) -> Path:
     return workspace / policy.spill_dirname / f"{digest}.txt"
 
 
+def _is_prompt(entry: Entry) -> bool:
+    """A message someone sent the model (a person, a step, the runtime): a user entry with text and no
+    tool result, that is neither the CLI's own meta text nor an interrupt notice."""
+    if entry.get("type") != "user" or _protected(entry) or entry.get("isSidechain"):
+        return False
+    msg = entry.get("message")
+    content = msg.get("content") if isinstance(msg, dict) else None
+    if isinstance(content, str):
+        return bool(content.strip()) and not _is_notice(content)
+    if not isinstance(content, list) or not content:
+        return False
+    kinds = {b.get("type") for b in content if isinstance(b, dict)}
+    if "tool_result" in kinds or "text" not in kinds:
+        return False
+    return not all(_is_notice(str(b.get("text", ""))) for b in content if isinstance(b, dict))
+
+
+def _is_notice(text: str) -> bool:
+    return text.strip().startswith(INTERRUPT_NOTICES)
+
+
+def _ends_turn(entry: Entry) -> bool:
+    """The model's final answer: an assistant message with no tool call (not a synthetic error). An
+    answer cut while streaming (``stop_reason`` null) or a text block ahead of a call (``tool_use``)
+    is not one; entries without the field (older CLIs) are."""
+    msg = entry.get("message")
+    if entry.get("type") != "assistant" or entry.get("isSidechain") or not isinstance(msg, dict) or is_api_error(entry):
+        return False
+    content = msg.get("content")
+    if isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_use" for b in content):
+        return False
+    return msg.get("stop_reason", "end_turn") not in (None, "tool_use")
+
+
+def turn_start(entries: list[Entry]) -> int | None:
+    """Index of the prompt that opened the turn still in progress, or None when the last turn ended.
+
+    A turn is in progress when no final answer follows the newest prompt: the session was cut by an
+    interrupt, an outage, a kill or a hand-off line while the model was still working.
+    """
+    for i in range(len(entries) - 1, -1, -1):
+        entry = entries[i]
+        if _ends_turn(entry):
+            return None
+        if _is_prompt(entry):
+            return i
+    return None
+
+
+@dataclass
+class LargeResult:
+    """A tool result big enough to spill: its call id and tool, and its size."""
+
+    tool_use_id: str
+    tool: str
+    chars: int
+
+
+def large_results(entries: list[Entry], policy: TrimPolicy) -> list[LargeResult]:
+    """Every plain-text tool result of at least ``policy.min_chars`` characters, oldest first."""
+    tools = {
+        str(b.get("id")): str(b.get("name") or "")
+        for e in entries
+        if e.get("type") == "assistant"
+        for b in ((e.get("message") or {}).get("content") or [])
+        if isinstance(b, dict) and b.get("type") == "tool_use"
+    }
+    found = []
+    for _, _, block, text in _result_sites(entries):
+        if len(text) >= policy.min_chars:
+            tid = str(block.get("tool_use_id"))
+            found.append(LargeResult(tid, tools.get(tid, ""), len(text)))
+    return found
+
+
+def _kept_by_rule(sites: list[_Site], in_turn: list[bool], policy: TrimPolicy) -> set[int]:
+    """Positions (in ``sites``) the policy keeps in context."""
+    if policy.keep_recent is not None:  # the reference's count rule, exactly
+        return set(range(max(0, len(sites) - policy.keep_recent), len(sites)))
+    budget = policy.budget_chars()
+    kept = {n for n, current in enumerate(in_turn) if current}
+    used = sum(len(sites[n][3]) for n in kept)
+    for n in range(len(sites) - 1, -1, -1):
+        if n in kept:
+            continue
+        size = len(sites[n][3])
+        if used + size > budget:
+            break  # this one and every older one go: what stays is the newest stretch, as a reader expects
+        kept.add(n)
+        used += size
+    return kept
+
+
 def trim(
-    entries: list[Entry], policy: TrimPolicy, workspace: Path, *, write: bool = True
+    entries: list[Entry],
+    policy: TrimPolicy,
+    workspace: Path,
+    *,
+    write: bool = True,
+    force: frozenset[str] | set[str] = frozenset(),
 ) -> tuple[list[Entry], dict[str, Any]]:
     """Spill large old tool results. ``write=False`` computes the same view without touching the disk
     (for read-only viewers).
@@ -457,15 +611,27 @@ def trim(
     A result whose spill file cannot be written stays in context as it was (a pointer to a file that
     does not exist would lose it); resuming goes on, and the report counts it in ``unspilled``.
 
+    Args:
+        force: tool_use ids whose large results are spilled whatever the rule says, those of the turn
+            in progress included (a squeeze: the session is over its hand-off line).
+
     Returns:
         A new list (``entries`` is not modified; an entry that changes is copied, the others are
-        shared) and a report: ``cleared``, ``kept``, ``chars_saved``, ``unspilled``, ``rewritten``.
+        shared) and a report: ``cleared``, ``kept``, ``protected`` (kept because their turn is in
+        progress), ``chars_saved``, ``unspilled``, ``rewritten`` (entry uuids), ``spilled`` (tool_use
+        ids now behind a pointer).
     """
     sites = [s for s in _result_sites(entries) if len(s[3]) >= policy.min_chars]
-    old = sites[: max(0, len(sites) - policy.keep_recent)]
+    start = turn_start(entries) if policy.keep_recent is None else None
+    in_turn = [start is not None and site[0] > start for site in sites]
+    kept = _kept_by_rule(sites, in_turn, policy)
+    if force:
+        kept = {n for n in kept if str(sites[n][2].get("tool_use_id")) not in force}
+    old = [site for n, site in enumerate(sites) if n not in kept]
     saved = unspilled = 0
+    spilled: list[str] = []
     work = _Rewrite(entries)
-    for i, j, _, text in old:
+    for i, j, block, text in old:
         path = spill_path(workspace, text, policy)
         if write and not path.exists():
             try:
@@ -476,11 +642,14 @@ def trim(
         pointer = SPILL_POINTER.format(n=len(text), path=path.relative_to(workspace).as_posix())
         work.replace(i, j, pointer)
         saved += len(text) - len(pointer)
+        spilled.append(str(block.get("tool_use_id")))
     report = {
         "cleared": len(old) - unspilled,
         "kept": len(sites) - len(old) + unspilled,
+        "protected": sum(1 for n in kept if in_turn[n]),
         "chars_saved": saved,
         "unspilled": unspilled,
         "rewritten": work.rewritten,
+        "spilled": spilled,
     }
     return work.entries, report

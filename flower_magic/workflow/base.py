@@ -10,6 +10,9 @@ Guarantees:
     - ``woke`` is bumped once at the start of every ``run()``, even when every step is skipped.
     - A step stopped by a message past the read limit (``resilience.is_too_big``) gets no further
       round or retry: it fails, and the session that holds its work stays in lineage.
+    - A step stopped because its context cannot get under the hand-off line (``handoff.ContextStop``)
+      is still judged by its gate (the judge rules on what is on disk), then gets no further round:
+      it passes if the judge says the goal is met, and otherwise fails with the stop's message.
     - A continuous workflow holds its run dir's lock (``core.runlock``) while it runs, taken before
       lineage is read or bumped: a second process running one in the same run dir gets
       ``RunLocked`` and writes nothing. In one process the hold is shared (a front end that took
@@ -32,6 +35,7 @@ from flower_magic.core.agent import AgentSpec
 from flower_magic.core.entries import is_session_id
 from flower_magic.core.errors import FlowerError, logged
 from flower_magic.core.events import Event, Sink
+from flower_magic.core.handoff import is_context_stop
 from flower_magic.core.lineage import Lineage
 from flower_magic.core.resilience import is_too_big
 from flower_magic.core.result import INTERRUPTED
@@ -252,6 +256,15 @@ class Workflow:
             if not result.ok and is_too_big(result.error):
                 # The CLI went on with the turn unseen past that message, so its session holds work: a new
                 # round would start over in a new session, and lineage would forget this one.
+                break
+            if not result.ok and is_context_stop(result.error):
+                # The work cannot go on in this window (core.succession): the judge still rules on what
+                # is on disk, then the step stops, because another round would hit the same wall.
+                try:
+                    passed = bool(step.gate is not None and await _maybe_await(step.gate(result, ctx)))
+                except StepAbort as exc:
+                    ctx["_aborted"] = str(exc)
+                    passed = False
                 break
             try:
                 passed = bool(result.ok and (step.gate is None or await _maybe_await(step.gate(result, ctx))))

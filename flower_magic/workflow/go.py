@@ -218,7 +218,7 @@ def make_runtime(opts: GoOptions, **kw: Any) -> Any:
     from flower_magic.stores.resume import PruningSessionStore
 
     rd = opts.rundir
-    store = PruningSessionStore(rd.sessions_db, workspace=rd.workspace, trim=opts.trim)
+    store = PruningSessionStore(rd.sessions_db, workspace=rd.workspace, trim=opts.trim, line=handoff.at)
     rt = Runtime(workspace=rd.workspace, run_dir=rd.path, handoff=handoff, store=store, lang=opts.lang, **kw)
     rt.other_writers = OtherWriters(lang=opts.lang)
     return rt

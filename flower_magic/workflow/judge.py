@@ -177,6 +177,7 @@ def with_goal(
             VERIFY_PROMPT.format(goal=goal.prompt_block(), report=report),
             step_name=f"{label}#{ctx[ROUND_KEY]}",
             on_event=ctx.get("_on_event"),
+            announce_context=False,  # the person steers the work, not the judge: no context notices
         )
         verdict = Verdict.parse(verdict_run.text if verdict_run.ok else "")
         ctx[VERDICT_KEY] = verdict
@@ -257,6 +258,37 @@ def last_verdict(rows: list[dict[str, Any]]) -> Verdict | None:
     for row in reversed(rows):
         if "·判定#" in str(row.get("step", "")) and row.get("ok"):
             return Verdict.parse(str(row.get("text") or ""))
+    return None
+
+
+def unheard_verdict(rows: list[dict[str, Any]], work_step: str) -> Verdict | None:
+    """The failing verdict a wake ended on, when the work session has not run since to receive it.
+
+    A rejected round sends the verdict to the worker as the next round's prompt; the last round of a
+    wake has no next round, so its verdict would be lost (issue 13: 5 of 29 failing verdicts).
+
+    Args:
+        rows: manifest rows, oldest first.
+        work_step: the judged step's name (its judge's rows are ``<work_step>·判定#N``).
+
+    Returns:
+        The verdict, when the newest row of the step or its judge is a judge's clear "not yet" or an
+        unclear one (never "achieved" or "unreachable": the person decided those); else None.
+    """
+    judged = f"{work_step}·判定#"
+    for row in reversed(rows):
+        step = str(row.get("step", ""))
+        if step.startswith(judged):
+            if not row.get("ok"):
+                return None
+            verdict = Verdict.parse(str(row.get("text") or ""))
+            if verdict.state in (ACHIEVED, UNREACHABLE):
+                return None
+            if not verdict.state and not verdict.reason:
+                verdict.reason = UNCLEAR
+            return verdict
+        if step == work_step or step.startswith(f"{work_step}#"):
+            return None  # the worker ran after it: the verdict went out as that round's prompt
     return None
 
 

@@ -72,10 +72,16 @@ def explain_error(error: str, lang: str = "zh", *, cmd: str = "flower") -> Line 
         cmd: how the person runs flower here (``flower``, ``%flower``).
     """
     from flower_magic.core.agent import MAX_MESSAGE_BYTES
+    from flower_magic.core.handoff import RESULT_TOO_BIG, ContextStop
     from flower_magic.core.resilience import is_too_big
 
     if is_too_big(error):
         return [("bad", say("too_big", lang, limit=f"{MAX_MESSAGE_BYTES // 2**20} MiB", cmd=cmd))]
+    stop = ContextStop.parse(error)
+    if stop is not None:
+        key = "stop_result_too_big" if stop.cause == RESULT_TOO_BIG else "stop_window_too_small"
+        tokens = {k: human_tokens(getattr(stop, k)) for k in ("result", "floor", "line", "window")}
+        return [("bad", "! " + say(key, lang, tool=stop.tool or "?", cmd=cmd, **tokens))]
     return None
 
 

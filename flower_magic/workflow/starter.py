@@ -8,6 +8,8 @@ Guarantees:
       later session reads it), it is sent to the resumed work session, and the goals are re-derived
       (so the judge checks what was asked now, not the old list). Drop any one and it fails silently.
     - Waking with nothing said appends nothing, re-derives nothing and costs nothing extra.
+    - A wake whose previous one ended on a failing verdict (its rounds ran out) resumes the work
+      session with that verdict's reasons and failed checks: the judge's last word is never lost.
     - A person's own edit of 需求.md or 目标.md is said to the resumed work session as they wrote it,
       once (``workflow.edits``), and an edited brief has the goals derived again.
     - ``new=True`` archives lineage.json, 需求.md and 目标.md together into
@@ -38,7 +40,15 @@ from flower_magic.workflow.base import Ctx, Step, Workflow
 from flower_magic.workflow.clarify import BRIEF_EDITED_KEY, clarify_step
 from flower_magic.workflow.clarify import STEP_NAME as CLARIFY_STEP
 from flower_magic.workflow.edits import taken_in
-from flower_magic.workflow.judge import GOAL_EDITED_KEY, GOAL_KEY, GOAL_REDONE_KEY, GOAL_STEP, goal_step, with_goal
+from flower_magic.workflow.judge import (
+    GOAL_EDITED_KEY,
+    GOAL_KEY,
+    GOAL_REDONE_KEY,
+    GOAL_STEP,
+    goal_step,
+    unheard_verdict,
+    with_goal,
+)
 from flower_magic.workflow.roles import worker
 
 LOG_NAME = "问答记录.md"
@@ -52,6 +62,7 @@ WAKE_REGOAL = "判定标准已经按这句话重新推导过,**以这份为准**
 WAKE_REBRIEF = "需求确认书(.flower/notes/需求.md)人亲手改过了,**以下面这份为准**,他写的每一句都算数:\n\n{brief}"
 WAKE_GOAL_EDITED = "判定标准(.flower/notes/目标.md)人亲手改过了,**以他改的为准**:\n\n{goal}"
 WAKE_GOAL_REDONE = "判定标准已经按人改过的内容重新推导过,**以这份为准**:\n\n{goal}"
+WAKE_VERDICT = "上次最后一轮做完后,判定者给了结论,你还没看到:\n\n{feedback}"
 
 
 class NoTaskError(UserError, ValueError):
@@ -91,10 +102,30 @@ def _unheard(said: str, ctx: Ctx, brief_path: Path) -> list[str]:
     return [r for r in remarks(text) if r != said and not rt.holds_text(sid, r)]
 
 
+def _last_verdict(ctx: Ctx) -> str:
+    """The feedback of the failing verdict the last wake ended on, if the work session never got it."""
+    rt = ctx.get("_runtime")
+    run_dir = getattr(rt, "run_dir", None)
+    if rt is None or run_dir is None:
+        return ""
+    from flower_magic.core.manifest import read_rows
+
+    verdict = unheard_verdict(read_rows(run_dir), WORK_STEP)
+    if verdict is None:
+        return ""
+    said = WAKE_VERDICT.format(feedback=verdict.feedback())
+    sid = (ctx.get("_sessions") or {}).get(WORK_STEP)
+    if sid and hasattr(rt, "holds_text") and rt.holds_text(sid, said):
+        return ""  # an earlier wake sent it and was killed before its row was written
+    return said
+
+
 def _wake_prompt(said: str, ctx: Ctx, *, regoal: bool, brief_path: Path | None = None) -> str:
     unheard = _unheard(said, ctx, brief_path) if brief_path is not None else []
     parts = [WAKE_UNHEARD.format(said="\n\n".join(unheard))] if unheard else []
-    parts.append(said or ("" if unheard else WAKE_NOTHING_SAID))
+    verdict = _last_verdict(ctx)
+    parts.append(said or ("" if unheard or verdict else WAKE_NOTHING_SAID))
+    parts.append(verdict)
     parts = [p for p in parts if p]
     # Goals derived again in this wake (a phrase said now, or one an earlier run wrote down and died).
     redone = getattr((ctx.get("_results") or {}).get(GOAL_STEP), "ok", False)
