@@ -446,21 +446,6 @@ class _Rewrite:
         blocks[j] = {**blocks[j], "content": content}
 
 
-def bash_commands(entries: list[Entry]) -> dict[str, str]:
-    """tool_use id → command, for every Bash call in the transcript."""
-    out: dict[str, str] = {}
-    for entry in entries:
-        msg = entry.get("message")
-        if not isinstance(msg, dict) or not isinstance(msg.get("content"), list):
-            continue
-        for block in msg["content"]:
-            if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("name") == "Bash":
-                cmd = (block.get("input") or {}).get("command")
-                if isinstance(cmd, str):
-                    out[str(block.get("id"))] = cmd
-    return out
-
-
 def expire(entries: list[Entry], policy: EphemeralPolicy) -> tuple[list[Entry], list[str]]:
     """Mark old glance results stale.
 
