@@ -62,24 +62,15 @@ def options_from(args: argparse.Namespace) -> GoOptions:
 def _status(opts: GoOptions) -> int:
     """``flower --status``: what this directory remembers (banner, goals and latest verdict, the
     newest manifest rows), the same view as ``%flower --status``. Runs nothing, writes nothing."""
-    from flower_magic.core import manifest
-    from flower_magic.core.goal import Goal
-    from flower_magic.display.bundles import status_bundle
-    from flower_magic.workflow.judge import check_marks, last_verdict
+    from flower_magic.display.bundles import status_of
 
     try:
         opts.preflight(run=False)
     except FlowerError as exc:
         print(f"flower: {exc}", file=sys.stderr)
         return 1
-    facts = snapshot(opts.rundir)
-    goal = Goal.load(facts.goal)
-    rows = manifest.read_rows(opts.rundir.path)
-    verdict = last_verdict(rows)
-    checks = list(goal.checks) if goal else []
-    marks = check_marks(checks, verdict) if verdict is not None else None
     with contextlib.suppress(BrokenPipeError):  # `flower --status | head`
-        print(status_bundle(facts, checks, marks, rows, opts.lang, cmd="flower")["text/plain"], flush=True)
+        print(status_of(opts, cmd="flower")["text/plain"], flush=True)
     return 0
 
 

@@ -197,23 +197,13 @@ class FlowerMagics(Magics):
     def _status(self, opts: GoOptions) -> None:
         from IPython.display import display
 
-        from flower_magic.core import manifest
-        from flower_magic.core.goal import Goal
-        from flower_magic.display import status_bundle
-        from flower_magic.workflow.go import snapshot
-        from flower_magic.workflow.judge import check_marks, last_verdict
+        from flower_magic.display.bundles import status_of
 
         try:
             opts.preflight(run=False)
         except FlowerError as exc:
             raise UsageError(str(exc)) from None
-        facts = snapshot(opts.rundir)
-        goal = Goal.load(facts.goal)
-        rows = manifest.read_rows(opts.rundir.path)
-        verdict = last_verdict(rows)
-        checks = list(goal.checks) if goal else []
-        marks = check_marks(checks, verdict) if verdict is not None else None
-        display(status_bundle(facts, checks, marks, rows, opts.lang), raw=True)
+        display(status_of(opts), raw=True)
 
     # -- a run ----------------------------------------------------------------------------------------
 

@@ -37,3 +37,15 @@ def child_env(fake_api: FakeAnthropic, tmp_path: Path) -> Iterator[dict[str, str
     env.update(fake_api.env(home))
     env["PYTHONUNBUFFERED"] = "1"
     yield env
+
+
+@pytest.fixture
+def demo_api() -> Iterator[FakeAnthropic]:
+    """The demo model (``flower_magic.testing.demo``) on its own fake API: plays every role, any task."""
+    from flower_magic.testing.demo import demo_model
+
+    api = FakeAnthropic(default=demo_model).start()
+    try:
+        yield api
+    finally:
+        api.stop()

@@ -21,21 +21,12 @@ import pytest
 
 from flower_magic.core.entries import is_session_id
 from flower_magic.testing import FakeAnthropic
-from flower_magic.testing.demo import DEMO_FILE, demo_model
+from flower_magic.testing.demo import DEMO_FILE
 from tests.helpers import wait_until
 
 pytestmark = pytest.mark.slow
 
 TASK = "write a short notes file"
-
-
-@pytest.fixture
-def demo_api() -> Iterator[FakeAnthropic]:
-    api = FakeAnthropic(default=demo_model).start()
-    try:
-        yield api
-    finally:
-        api.stop()
 
 
 @pytest.fixture

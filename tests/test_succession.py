@@ -176,26 +176,28 @@ async def test_the_gate_still_judges_a_step_that_cannot_fit_then_the_step_stops(
     assert len(fake_api.requests) == 1  # no further round: it would hit the same wall
 
 
-@pytest.mark.parametrize(
-    ("lang", "near", "squeezed"), [("zh", "接近交接线", "到了交接线"), ("en", "near the", "reached the")]
-)
 async def test_context_notices_come_once_per_runtime_and_never_for_a_gates_sessions(
-    fake_api: FakeAnthropic, fake_api_env: dict[str, str], workspace: Path, lang: str, near: str, squeezed: str
+    fake_api: FakeAnthropic, fake_api_env: dict[str, str], workspace: Path
 ) -> None:
     """Issue 13: "near the hand-off line" came at the start of every session, the judge's too. Each
-    notice is said once per runtime, in the runtime's language, and never for a gate's own session."""
-    fake_api.default = _model(_big_file(workspace), accepts_pointer=True)
-    rt = _runtime(workspace, trim=True, lang=lang)
-    events: list[Event] = []
-    try:
-        quiet = await rt.run(READER, "把 big.txt 读一遍。", on_event=events.append, announce_context=False)
-        assert [e for e in events if e.kind == "handoff"] == []
-        for _ in range(2):
-            loud = await rt.run(READER, "再读一遍 big.txt。", on_event=events.append)
-    finally:
-        rt.close()
-    assert quiet.ok and loud.ok, (quiet.error, loud.error)
-    said = [(e.payload.get("phase"), e.text) for e in events if e.kind == "handoff"]
-    assert [phase for phase, _ in said] == ["near", "squeezed"]
-    assert near in said[0][1] and squeezed in said[1][1]
-    assert ("上下文" in said[0][1] + said[1][1]) == (lang == "zh")
+    notice is said once per runtime, in the runtime's language, and never for a gate's own session.
+    (The two languages run in one test, each in its own workspace: a ``parametrize`` beside anyio's
+    backend fixture was once collected under the backend's ids alone and errored at setup.)"""
+    for lang, near, squeezed in [("zh", "接近交接线", "到了交接线"), ("en", "near the", "reached the")]:
+        ws = workspace / lang
+        ws.mkdir()
+        fake_api.default = _model(_big_file(ws), accepts_pointer=True)
+        rt = _runtime(ws, trim=True, lang=lang)
+        events: list[Event] = []
+        try:
+            quiet = await rt.run(READER, "把 big.txt 读一遍。", on_event=events.append, announce_context=False)
+            assert [e for e in events if e.kind == "handoff"] == []
+            for _ in range(2):
+                loud = await rt.run(READER, "再读一遍 big.txt。", on_event=events.append)
+        finally:
+            rt.close()
+        assert quiet.ok and loud.ok, (quiet.error, loud.error)
+        said = [(e.payload.get("phase"), e.text) for e in events if e.kind == "handoff"]
+        assert [phase for phase, _ in said] == ["near", "squeezed"]
+        assert near in said[0][1] and squeezed in said[1][1]
+        assert ("上下文" in said[0][1] + said[1][1]) == (lang == "zh")

@@ -167,3 +167,21 @@ def status_bundle(
         "text/plain": sanitize(head_text + "\n\n" + rows_text),
         "text/html": html.wrap(head_html + f'<div class="fm-box">{rows_html}</div>'),
     }
+
+
+def status_of(opts: Any, *, cmd: str = "%flower") -> dict[str, str]:
+    """``--status`` for checked ``GoOptions`` (``preflight(run=False)`` already passed): what the run
+    dir remembers, read once, as ``status_bundle`` renders it. The one path behind ``%flower --status``
+    and ``flower --status``. Reads only."""
+    from flower_magic.core import manifest
+    from flower_magic.core.goal import Goal
+    from flower_magic.workflow.go import snapshot
+    from flower_magic.workflow.judge import check_marks, last_verdict
+
+    facts = snapshot(opts.rundir)
+    goal = Goal.load(facts.goal)
+    rows = manifest.read_rows(opts.rundir.path)
+    verdict = last_verdict(rows)
+    checks = list(goal.checks) if goal else []
+    marks = check_marks(checks, verdict) if verdict is not None else None
+    return status_bundle(facts, checks, marks, rows, opts.lang, cmd=cmd)

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import re
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from flower_magic.testing import FakeAnthropic
-from flower_magic.testing.demo import demo_model
 from tests.e2e.kernel import Kernel
 
 pytestmark = pytest.mark.slow
@@ -29,15 +27,6 @@ WAKE = {"en": "keep it short", "zh": "写短一点"}
 CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
 # Names a Chinese line may carry: products, formats, units, the demo's file, tools.
 NAMES = {"UsageError", "flower", "Markdown", "CSV", "MiB", "K", "FLOWER_LANG", "Write", "Read", "Claude", "Code", "MCP"}
-
-
-@pytest.fixture
-def demo_api() -> Iterator[FakeAnthropic]:
-    api = FakeAnthropic(default=demo_model).start()
-    try:
-        yield api
-    finally:
-        api.stop()
 
 
 def _env(api: FakeAnthropic, tmp_path: Path, lang: str) -> dict[str, str]:
