@@ -7,6 +7,8 @@ Routes, under ``{base_url}flower/api/``:
   polling (``If-None-Match`` -> 304 while nothing changed).
 - ``GET transcript?path=<dir>&run_dir=runs&session=<uuid>&view=raw|resumed&offset=0&limit=200``:
   one page of a session's transcript from ``sessions.db``.
+- ``GET words``: the panel's phrases in the server's language (``FLOWER_LANG``, else zh); every
+  message in a body (errors, ``problems``) is said in that language too.
 
 Guarantees:
 - Every verb of every route requires an authenticated user (``@web.authenticated``) who is
@@ -34,13 +36,16 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 
+from flower_magic.core.words import phrases, pick_lang_or_default, say
 from flower_magic.panel import transcript
 from flower_magic.panel.confinement import Refused, confine_dir, inside, real_root, split_relative
+from flower_magic.panel.errors import PanelError
 from flower_magic.panel.manifest_rows import ManifestUnreadable
 from flower_magic.panel.redaction import Redactor, dumps_redacted
 from flower_magic.panel.run_summary import RunCache
 
 API_PREFIX = "flower/api"
+PANEL_PREFIX = "lab_"  # the phrases the panel (src/*.ts) says
 SETTINGS_KEY = "flower_magic.panel"
 DEFAULT_RUN_DIR = "runs"
 DEFAULT_PAGE_ENTRIES = 200
@@ -70,12 +75,11 @@ class _Panel:
     root: Path
     redactor: Redactor
     runs: RunCache
+    lang: str  # what the panel says, and says it in: the server's FLOWER_LANG, else zh
 
 
-class _BadRequest(Exception):
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+def _bad_request(key: str, **fields: Any) -> PanelError:
+    return PanelError(400, "BadRequest", key, **fields)
 
 
 class _ReadOnlyHandler(APIHandler):
@@ -106,8 +110,9 @@ class _ReadOnlyHandler(APIHandler):
 
     def int_arg(self, name: str, default: int, low: int, high: int) -> int:
         text = self.arg(name, str(default))
-        if not text.isascii() or not text.isdigit() or not low <= int(text) <= high:
-            raise _BadRequest(f"{name} must be a whole number from {low} to {high}, got {text[:20]!r}")
+        # The length first: int() of thousands of digits is slow, and past 4,300 it raises.
+        if len(text) > len(str(high)) or not text.isascii() or not text.isdigit() or not low <= int(text) <= high:
+            raise _bad_request("lab_bad_number", name=name, low=low, high=high, got=repr(text[:20]))
         return int(text)
 
     def locate(self) -> tuple[Path, Path | None]:
@@ -134,17 +139,14 @@ class _ReadOnlyHandler(APIHandler):
         self.set_header("Cache-Control", "no-store")
         self.finish(dumps_redacted(body, self.panel.redactor))
 
-    def fail(self, status: int, reason: str, message: str) -> None:
-        self.reply({"message": message, "reason": reason}, status)
+    def fail(self, error: PanelError) -> None:
+        self.reply({"message": error.text(self.panel.lang), "reason": error.reason}, error.status)
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         """Errors Tornado raises (403, 404, 405, a bug's 500) as JSON without detail or traceback."""
         exc = kwargs.get("exc_info", (None, None, None))[1]
-        message = {
-            403: "Forbidden: log in to Jupyter, or use a token that may read contents",
-            404: "Not found",
-            405: "Method not allowed: the Flower panel API is read-only (GET)",
-        }.get(status_code, "The Flower panel API failed; the Jupyter server log has the details")
+        key = {403: "lab_http_403", 404: "lab_http_404", 405: "lab_http_405"}.get(status_code, "lab_http_500")
+        message = say(key, self.panel.lang)
         if status_code == 405:
             self.set_header("Allow", "GET")
         reason = exc.reason if isinstance(exc, web.HTTPError) and exc.reason else None
@@ -159,7 +161,7 @@ class _ReadOnlyHandler(APIHandler):
         except transcript.TranscriptError as exc:
             if exc.status == 404:
                 raise web.HTTPError(404) from exc
-            self.fail(exc.status, exc.reason, exc.message)
+            self.fail(exc)
             return
         self.reply(body)
 
@@ -197,7 +199,7 @@ class RunHandler(_ReadOnlyHandler):
         try:
             tag, body = await asyncio.to_thread(self.panel.runs.get, self.panel.root, workspace, run_dir, known=known)
         except ManifestUnreadable as exc:
-            self.fail(exc.status, exc.reason, exc.message)
+            self.fail(exc)
             return
         self.set_header("Cache-Control", "no-cache")
         self.set_header("Etag", f'"{tag}"')
@@ -206,6 +208,19 @@ class RunHandler(_ReadOnlyHandler):
             self.finish()
             return
         self.finish(body)
+
+
+class WordsHandler(_ReadOnlyHandler):
+    """``GET flower/api/words``: ``{"lang", "words"}``, the panel's phrases in the server's language.
+
+    The panel says nothing of its own: every label, tooltip and message comes from here, so it speaks
+    the language the kernel and the ``flower`` command speak (``FLOWER_LANG``).
+    """
+
+    @guarded("read")
+    def get(self) -> None:
+        self.set_header("Cache-Control", "no-cache")
+        self.finish({"lang": self.panel.lang, "words": phrases(self.panel.lang, PANEL_PREFIX)})
 
 
 class TranscriptHandler(_ReadOnlyHandler):
@@ -224,13 +239,13 @@ class TranscriptHandler(_ReadOnlyHandler):
             db = inside(self.panel.root, db)
             view = self.arg("view", "raw")
             if view not in ("raw", "resumed"):
-                raise _BadRequest(f"view must be raw or resumed, got {view[:20]!r}")
+                raise _bad_request("lab_bad_view", got=repr(view[:20]))
             offset = self.int_arg("offset", 0, 0, 10**9)
             limit = self.int_arg("limit", DEFAULT_PAGE_ENTRIES, 1, transcript.MAX_PAGE_ENTRIES)
         except Refused as exc:
             raise web.HTTPError(404) from exc
-        except _BadRequest as exc:
-            self.fail(400, "BadRequest", exc.message)
+        except PanelError as exc:
+            self.fail(exc)
             return
         await self.page(db, transcript.project_key(workspace) + "/" + session, workspace, session, view, offset, limit)
 
@@ -257,8 +272,9 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     web_app = serverapp.web_app
     root_dir = getattr(serverapp.contents_manager, "root_dir", None) or serverapp.root_dir
     redactor = Redactor()
+    lang = pick_lang_or_default()
     web_app.settings[SETTINGS_KEY] = _Panel(
-        real_root(root_dir), redactor, RunCache(lambda body: dumps_redacted(body, redactor))
+        real_root(root_dir), redactor, RunCache(lambda body: dumps_redacted(body, redactor), lang), lang
     )
     base = web_app.settings["base_url"]
     web_app.add_handlers(
@@ -266,6 +282,7 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
         [
             (url_path_join(base, API_PREFIX, "run"), RunHandler),
             (url_path_join(base, API_PREFIX, "transcript"), TranscriptHandler),
+            (url_path_join(base, API_PREFIX, "words"), WordsHandler),
         ],
     )
     serverapp.log.info("flower_magic: Flower panel API at %s", url_path_join(base, API_PREFIX))

@@ -6,6 +6,7 @@ real file formats: manifest.json, lineage.json, sessions.db (the original schema
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPResponse
 
+from flower_magic.core import words
 from flower_magic.panel import transcript
 from flower_magic.panel.redaction import REDACTED
 from tests.helpers import LockHolder
@@ -112,7 +114,14 @@ class Layout:
 
 
 @pytest.fixture
-def canary(monkeypatch: pytest.MonkeyPatch) -> str:
+def server_lang() -> str:
+    """The server's FLOWER_LANG (English here, so messages read as written; a test may ask for zh)."""
+    return "en"
+
+
+@pytest.fixture
+def canary(monkeypatch: pytest.MonkeyPatch, server_lang: str) -> str:
+    monkeypatch.setenv("FLOWER_LANG", server_lang)
     monkeypatch.setenv("ANTHROPIC_API_KEY", CANARY)
     monkeypatch.setenv("SOME_SERVICE_TOKEN", OTHER_SECRET)
     return CANARY
@@ -624,6 +633,46 @@ async def test_transcript_default_page_and_bad_arguments(call, layout):
         response = await call("transcript", {"path": "proj", "session": SID, **bad})
         assert response.code == 400, bad
         assert "must be" in json.loads(response.body)["message"]
+
+
+async def test_numbers_too_long_to_parse_are_400_not_500(call, layout):
+    """Issue 12: a 5000-digit offset once reached ``int()`` (which refuses past 4,300 digits): a 500."""
+    for name in ("offset", "limit"):
+        response = await call("transcript", {"path": "proj", "session": SID, name: "9" * 5000})
+        assert response.code == 400, name
+        assert "must be a whole number" in json.loads(response.body)["message"]
+
+
+async def test_a_fifo_manifest_is_refused_and_the_endpoint_keeps_answering(call, layout):
+    """Issue 12: a FIFO named manifest.json once hung every request (the reader blocked on open)."""
+    manifest = layout.proj / "runs" / "manifest.json"
+    manifest.unlink()
+    os.mkfifo(manifest)
+    answers = await asyncio.wait_for(asyncio.gather(*(call("run", {"path": "proj"}) for _ in range(8))), 30)
+    assert {r.code for r in answers} == {422}
+    body = json.loads(answers[0].body)
+    assert body["reason"] == "ManifestNotAFile" and "named pipe" in body["message"]
+    assert (await call("run", {"path": "proj", "run_dir": "elsewhere"})).code == 200  # it still serves the rest
+
+
+async def test_words_are_the_panel_phrases_in_the_servers_language(call, layout):
+    body = json.loads((await call("words")).body)
+    assert body["lang"] == "en"
+    assert body["words"] == words.phrases("en", "lab_") and body["words"]["lab_raw"] == "Raw"
+    assert all(k.startswith("lab_") for k in body["words"])
+
+
+@pytest.mark.parametrize("server_lang", ["zh"])
+async def test_a_chinese_server_says_its_panel_words_problems_and_errors_in_chinese(call, layout, server_lang):
+    body = json.loads((await call("words")).body)
+    assert body["lang"] == "zh" and body["words"]["lab_raw"] == words.say("lab_raw", "zh")
+    rows = [row("good"), 7]
+    (layout.proj / "runs" / "manifest.json").write_text(json.dumps(rows))
+    body = json.loads((await call("run", {"path": "proj"})).body)
+    assert body["lang"] == "zh" and body["problems"] == [words.say("lab_rows_skipped", "zh", n=1)]
+    response = await call("transcript", {"path": "proj", "session": SID, "view": "cooked"})
+    assert json.loads(response.body)["message"] == words.say("lab_bad_view", "zh", got="'cooked'")
+    assert json.loads((await call("run", {"path": "../x"})).body)["message"] == words.say("lab_http_404", "zh")
 
 
 async def test_an_unknown_session_is_404(call, layout):

@@ -13,6 +13,7 @@ import errno
 import logging
 import os
 import shutil
+import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,13 @@ from flower_magic.core.project import config_dir
 # Any one of these makes the Claude Code CLI able to call a model.
 CREDENTIAL_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
 CLOUD_VARS = ("CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX", "CLAUDE_CODE_USE_FOUNDRY")
+
+
+def kind_of(mode: int) -> str:
+    """The phrase naming what a file of ``mode`` is, where a regular file was expected."""
+    if stat.S_ISDIR(mode):
+        return "kind_dir"
+    return "kind_fifo" if stat.S_ISFIFO(mode) else "kind_other"
 
 
 class FlowerError(Exception):
@@ -112,8 +120,6 @@ class NotAFile(UserError, OSError):
     """
 
     def __init__(self, path: Path, lang: str = "") -> None:
-        import stat
-
         from flower_magic.core.words import pick_lang_or_default, say
 
         lang = pick_lang_or_default(lang)
@@ -121,9 +127,8 @@ class NotAFile(UserError, OSError):
             mode = path.lstat().st_mode
         except OSError:
             mode = 0
-        kind = "kind_dir" if stat.S_ISDIR(mode) else "kind_fifo" if stat.S_ISFIFO(mode) else "kind_other"
         self.path = path
-        super().__init__(say("not_a_file", lang, path=path, kind=say(kind, lang)))
+        super().__init__(say("not_a_file", lang, path=path, kind=say(kind_of(mode), lang)))
 
 
 class RunLocked(UserError):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -30,7 +31,9 @@ from typing import Any
 
 from flower_magic.core import manifest
 from flower_magic.core.bulk import gc_paused
-from flower_magic.core.errors import FlowerError
+from flower_magic.core.durable import read_capped
+from flower_magic.core.errors import kind_of
+from flower_magic.panel.errors import PanelError, Phrase
 
 FILENAME = manifest.MANIFEST
 
@@ -40,16 +43,8 @@ MAX_TEXT_CHARS = 4000
 MAX_MANIFEST_BYTES = 256 * 1024 * 1024
 
 
-@dataclass
-class ManifestUnreadable(FlowerError):
+class ManifestUnreadable(PanelError):
     """manifest.json exists but gives no rows. ``status`` is the HTTP status to answer with."""
-
-    status: int
-    reason: str
-    message: str
-
-    def __str__(self) -> str:
-        return self.message
 
 
 def _num(value: Any) -> float | int | None:
@@ -183,13 +178,13 @@ def read(path: Path) -> Manifest | None:
         return None
     if st.st_size > MAX_MANIFEST_BYTES:
         raise ManifestUnreadable(
-            413,
-            "ManifestTooLarge",
-            f"manifest.json is {st.st_size} bytes, over the panel's limit of "
-            f"{MAX_MANIFEST_BYTES}; read it with `flower` in a terminal instead",
+            413, "ManifestTooLarge", "lab_manifest_too_large", size=st.st_size, limit=MAX_MANIFEST_BYTES
         )
+    if not stat.S_ISREG(st.st_mode):
+        # A FIFO would block the reader; a directory or a device is not a manifest either.
+        raise ManifestUnreadable(422, "ManifestNotAFile", "lab_manifest_not_file", kind=Phrase(kind_of(st.st_mode)))
     try:
-        raw_bytes = path.read_bytes()
+        raw_bytes = read_capped(path, MAX_MANIFEST_BYTES)
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -203,12 +198,7 @@ def read(path: Path) -> Manifest | None:
         except (ValueError, RecursionError) as exc:
             raise _unparseable(exc) from exc
     if not isinstance(data, list):
-        raise ManifestUnreadable(
-            422,
-            "ManifestNotAList",
-            f"manifest.json holds a JSON {type(data).__name__}, not a list "
-            "of step rows; it was not written by flower. Move it aside to start a fresh manifest",
-        )
+        raise ManifestUnreadable(422, "ManifestNotAList", "lab_manifest_not_list", kind=type(data).__name__)
     with gc_paused():
         raw = [r for r in data if isinstance(r, dict)]
         rows = [shape_row(i, r) for i, r in enumerate(raw)]
@@ -217,10 +207,4 @@ def read(path: Path) -> Manifest | None:
 
 def _unparseable(exc: Exception) -> ManifestUnreadable:
     # A run replacing the file, or one written in place by an older tool, can be caught half-way.
-    return ManifestUnreadable(
-        503,
-        "ManifestUnparseable",
-        "manifest.json cannot be parsed right now "
-        f"({type(exc).__name__}); a run may be writing it, so the panel will try again. If this "
-        "persists the file is damaged: move it aside and the next step writes a fresh one",
-    )
+    return ManifestUnreadable(503, "ManifestUnparseable", "lab_manifest_unparseable", why=type(exc).__name__)

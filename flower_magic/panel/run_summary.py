@@ -27,6 +27,7 @@ from flower_magic.core.goal import Goal
 from flower_magic.core.lineage import FILENAME as LINEAGE_NAME
 from flower_magic.core.lineage import Lineage
 from flower_magic.core.rundir import BRIEF_NAME, GOAL_NAME, WORKBENCH_DIRNAME
+from flower_magic.core.words import say
 from flower_magic.panel import manifest_rows
 from flower_magic.panel.confinement import Refused, inside
 
@@ -38,20 +39,20 @@ def _rel(root: Path, path: Path) -> str:
     return "" if rel == "." else rel
 
 
-def _lineage(run_dir: Path, workspace: Path) -> tuple[dict[str, Any], str | None]:
+def _lineage(run_dir: Path, workspace: Path, lang: str) -> tuple[dict[str, Any], str | None]:
     lin = Lineage.open(run_dir, workspace)  # read-only; never raises for content
     problem = lin.problem
     if problem is not None:
         # Lineage's own wording names the other workspace's absolute path: not served.
         problem = (
-            "lineage.json belongs to another workspace (the folder was copied or moved); the next run keeps it aside"
+            say("lab_lineage_moved", lang)
             if problem.startswith("other workspace")
-            else f"lineage.json is {problem}; the next run keeps it aside"
+            else say("lab_lineage_bad", lang, why=problem)
         )
     return {"woke": lin.woke, "steps": dict(lin.steps)}, problem
 
 
-def _wake(root: Path, workspace: Path, problems: list[str]) -> dict[str, Any]:
+def _wake(root: Path, workspace: Path, problems: list[str], lang: str) -> dict[str, Any]:
     notes_rel = _rel(root, workspace.joinpath(*NOTES_DIR))
     facts = {"brief_complete": False, "goal_checks": 0, "has_brief": False, "has_goal": False}
     for name, key in ((BRIEF_NAME, "brief"), (GOAL_NAME, "goal")):
@@ -61,11 +62,11 @@ def _wake(root: Path, workspace: Path, problems: list[str]) -> dict[str, Any]:
         try:
             real = inside(root, path, hidden_ok=(notes_rel,))
         except Refused:
-            problems.append(f".flower/notes/{name} points outside the workspace's notes; it was not read")
+            problems.append(say("lab_note_outside", lang, name=name))
             continue
         if real != path:
             # A symlink to another file under the root is still not the run's own note.
-            problems.append(f".flower/notes/{name} is a link; it was not read")
+            problems.append(say("lab_note_link", lang, name=name))
             continue
         facts[f"has_{key}"] = True
         if key == "brief":
@@ -77,8 +78,9 @@ def _wake(root: Path, workspace: Path, problems: list[str]) -> dict[str, Any]:
     return facts
 
 
-def summarize(root: Path, workspace: Path, run_dir: Path | None) -> dict[str, Any]:
-    """The run in ``run_dir`` (``None``: there is none) of ``workspace``, both resolved under ``root``.
+def summarize(root: Path, workspace: Path, run_dir: Path | None, lang: str = "zh") -> dict[str, Any]:
+    """The run in ``run_dir`` (``None``: there is none) of ``workspace``, both resolved under ``root``;
+    ``problems`` are said in ``lang``.
 
     Raises:
         ManifestUnreadable: manifest.json exists but cannot be turned into rows.
@@ -92,8 +94,9 @@ def summarize(root: Path, workspace: Path, run_dir: Path | None) -> dict[str, An
         "rows": [],
         "totals": manifest_rows.totals([], []),
         "problems": problems,
+        "lang": lang,
     }
-    body["wake"] = _wake(root, workspace, problems)
+    body["wake"] = _wake(root, workspace, problems, lang)
     if run_dir is None:
         return body
     for name, handle in ((LINEAGE_NAME, "lineage"), (manifest_rows.FILENAME, "manifest")):
@@ -102,10 +105,10 @@ def summarize(root: Path, workspace: Path, run_dir: Path | None) -> dict[str, An
             try:
                 inside(root, path)
             except Refused:
-                problems.append(f"{name} points outside the server root; it was not read")
+                problems.append(say("lab_file_outside", lang, name=name))
                 continue
         if handle == "lineage":
-            body["lineage"], problem = _lineage(run_dir, workspace)
+            body["lineage"], problem = _lineage(run_dir, workspace, lang)
             if problem:
                 problems.append(problem)
         else:
@@ -114,7 +117,7 @@ def summarize(root: Path, workspace: Path, run_dir: Path | None) -> dict[str, An
                 body["rows"] = manifest.rows
                 body["totals"] = manifest.totals
                 if manifest.skipped:
-                    problems.append(f"manifest.json: {manifest.skipped} rows that are not objects were skipped")
+                    problems.append(say("lab_rows_skipped", lang, n=manifest.skipped))
     body["has_sessions"] = os.path.isfile(run_dir / "sessions.db")
     return body
 
@@ -147,8 +150,9 @@ CACHE_ENTRIES = 8
 class RunCache:
     """Encoded run summaries keyed by their inputs' fingerprint (see ``stamp``); thread-safe."""
 
-    def __init__(self, encode: Callable[[dict[str, Any]], bytes]) -> None:
+    def __init__(self, encode: Callable[[dict[str, Any]], bytes], lang: str = "zh") -> None:
         self._encode = encode
+        self._lang = lang
         self._lock = threading.Lock()
         self._entries: OrderedDict[tuple[Path, Path | None], tuple[str, bytes]] = OrderedDict()
 
@@ -167,7 +171,7 @@ class RunCache:
             if hit is not None and hit[0] == tag:
                 self._entries.move_to_end(key)
                 return hit
-        body = summarize(root, workspace, run_dir)
+        body = summarize(root, workspace, run_dir, self._lang)
         body["stamp"] = tag
         encoded = self._encode(body)
         with self._lock:

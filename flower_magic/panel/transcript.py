@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flower_magic.core.errors import FlowerError
 from flower_magic.core.project import project_key
+from flower_magic.panel.errors import PanelError
 
 __all__ = [
     "DB_NAME",
@@ -51,14 +51,8 @@ BUSY_TIMEOUT_S = 2.0
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
 
-class TranscriptError(FlowerError):
+class TranscriptError(PanelError):
     """A page cannot be served; ``status`` is the HTTP status to answer with."""
-
-    def __init__(self, status: int, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.reason = reason
-        self.message = message
 
 
 def is_session_id(value: str) -> bool:
@@ -77,12 +71,7 @@ def _connect(db: Path) -> sqlite3.Connection:
         conn.execute("SELECT 1 FROM entries LIMIT 0")
         return conn
     except sqlite3.Error as exc:
-        raise TranscriptError(
-            503,
-            "StoreUnreadable",
-            f"sessions.db cannot be read right now ({type(exc).__name__}); "
-            "the panel will try again. If this persists, the file is damaged or not a session store",
-        ) from exc
+        raise TranscriptError(503, "StoreUnreadable", "lab_store_unreadable", why=type(exc).__name__) from exc
 
 
 def _decode(payload: str) -> Any:
@@ -102,7 +91,7 @@ def raw_page(db: Path, key: str, offset: int, limit: int) -> Page:
     try:
         (total,) = conn.execute("SELECT count(*) FROM entries WHERE store_key = ?", (key,)).fetchone()
         if total == 0:
-            raise TranscriptError(404, "NoSuchSession", "this run's sessions.db holds no such session")
+            raise TranscriptError(404, "NoSuchSession", "lab_no_session")
         # Find the page's first seq on the (store_key, seq) index alone, then read one seq range, so
         # the payloads of skipped rows are never touched, whatever the offset.
         first = conn.execute(
@@ -117,9 +106,7 @@ def raw_page(db: Path, key: str, offset: int, limit: int) -> Page:
             ).fetchall()
         )
     except sqlite3.Error as exc:
-        raise TranscriptError(
-            503, "StoreUnreadable", f"sessions.db read failed ({type(exc).__name__}); the panel will try again"
-        ) from exc
+        raise TranscriptError(503, "StoreUnreadable", "lab_store_read_failed", why=type(exc).__name__) from exc
     finally:
         conn.close()
     return Page(total, [{"seq": offset + i, "mark": None, "entry": _decode(p)} for i, (_, p) in enumerate(rows)])
@@ -130,13 +117,11 @@ def all_entries(db: Path, key: str) -> list[Any]:
     try:
         rows = conn.execute("SELECT payload FROM entries WHERE store_key = ? ORDER BY seq", (key,)).fetchall()
     except sqlite3.Error as exc:
-        raise TranscriptError(
-            503, "StoreUnreadable", f"sessions.db read failed ({type(exc).__name__}); the panel will try again"
-        ) from exc
+        raise TranscriptError(503, "StoreUnreadable", "lab_store_read_failed", why=type(exc).__name__) from exc
     finally:
         conn.close()
     if not rows:
-        raise TranscriptError(404, "NoSuchSession", "this run's sessions.db holds no such session")
+        raise TranscriptError(404, "NoSuchSession", "lab_no_session")
     return [_decode(p) for (p,) in rows]
 
 
@@ -211,18 +196,11 @@ def resumed_page(db: Path, key: str, workspace: Path, offset: int, limit: int) -
     """The session as a resume would send it to the model, with pruning's removals marked.
 
     Raises:
-        TranscriptError: 501 while the pruning layer is not installed; as ``raw_page`` otherwise.
+        TranscriptError: as ``raw_page``.
     """
     global _resumed_last
-    try:
-        from flower_magic.stores.resume import resume_view
-    except ImportError as exc:
-        raise TranscriptError(
-            501,
-            "ResumedViewUnavailable",
-            "the as-resumed view needs flower_magic.stores.prune, which "
-            "this installation does not have yet; the raw view shows the transcript as stored",
-        ) from exc
+    from flower_magic.stores.resume import resume_view  # only this view needs the pruning layer
+
     cache_key = (str(db), key, str(workspace), _store_stamp(db))
     with _resumed_lock:
         marked = _resumed_last[1] if _resumed_last and _resumed_last[0] == cache_key else None
