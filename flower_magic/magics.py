@@ -187,7 +187,7 @@ class FlowerMagics(Magics):
         display(
             {
                 PANEL_MIME: request,
-                "text/plain": f"Open the Flower panel from the command palette: 'Flower: Open run panel' (folder {ws})",
+                "text/plain": say("lab_open_plain", self._lang(), where=ws, command=say("lab_command", self._lang())),
             },
             raw=True,
         )

@@ -1,6 +1,8 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
+import { say } from './words';
+
 /** One manifest row as the server shapes it (flower_magic/panel/manifest_rows.py). */
 export interface IRow {
   index: number;
@@ -37,6 +39,7 @@ export interface IRunSummary {
   run_dir: string | null;
   has_run: boolean;
   has_sessions?: boolean;
+  lang?: string;
   lineage: { woke: number; steps: Record<string, string> };
   wake: {
     brief_complete: boolean;
@@ -98,7 +101,7 @@ async function get<T>(
       settings
     );
   } catch (error) {
-    throw new ApiError(`cannot reach the Jupyter server (${error})`, 0);
+    throw new ApiError(say('lab_unreachable', { why: String(error) }), 0);
   }
   if (response.status === 304) {
     return null; // unchanged since the fingerprint we sent
@@ -152,7 +155,7 @@ export async function fetchTranscript(
     settings
   );
   if (page === null) {
-    throw new ApiError('empty transcript reply', 304);
+    throw new ApiError(say('lab_http_500'), 304);
   }
   return page;
 }

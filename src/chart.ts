@@ -1,6 +1,7 @@
 import { IRow } from './api';
 import { svg } from './dom';
 import { cost, tokens } from './format';
+import { say } from './words';
 
 const WIDTH = 320;
 const HEIGHT = 120;
@@ -16,7 +17,7 @@ export function runChart(rows: IRow[]): SVGElement {
     class: 'jp-FlowerChart',
     viewBox: `0 0 ${WIDTH} ${HEIGHT}`,
     role: 'img',
-    'aria-label': 'Context per step and cumulative cost'
+    'aria-label': say('lab_chart')
   });
   const plotW = WIDTH - PAD.left - PAD.right;
   const plotH = HEIGHT - PAD.top - PAD.bottom;
@@ -35,7 +36,7 @@ export function runChart(rows: IRow[]): SVGElement {
       svg(
         'text',
         { class: 'jp-FlowerChart-label', x: WIDTH / 2, y: HEIGHT / 2, 'text-anchor': 'middle' },
-        'no steps yet'
+        say('lab_chart_empty')
       )
     );
     return root;
@@ -57,7 +58,7 @@ export function runChart(rows: IRow[]): SVGElement {
       height: Math.max(h, 0.5)
     });
     bar.appendChild(
-      svg('title', {}, `${r.step}: context ${tokens(r.context)}, cost ${cost(r.cost_usd)}`)
+      svg('title', {}, say('lab_chart_bar', { step: r.step, context: tokens(r.context), cost: cost(r.cost_usd) }))
     );
     root.appendChild(bar);
   });
@@ -86,7 +87,7 @@ export function runChart(rows: IRow[]): SVGElement {
   label(PAD.left - 3, PAD.top + 4, 'end', tokens(maxContext), 'jp-FlowerChart-label jp-mod-context');
   label(PAD.left - 3, PAD.top + plotH, 'end', '0', 'jp-FlowerChart-label');
   label(WIDTH - PAD.right + 3, PAD.top + 4, 'start', cost(maxCost), 'jp-FlowerChart-label jp-mod-cost');
-  label(PAD.left, HEIGHT - 4, 'start', 'step 1', 'jp-FlowerChart-label');
-  label(PAD.left + plotW, HEIGHT - 4, 'end', `step ${n}`, 'jp-FlowerChart-label');
+  label(PAD.left, HEIGHT - 4, 'start', say('lab_chart_step', { n: 1 }), 'jp-FlowerChart-label');
+  label(PAD.left + plotW, HEIGHT - 4, 'end', say('lab_chart_step', { n }), 'jp-FlowerChart-label');
   return root;
 }

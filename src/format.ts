@@ -1,5 +1,7 @@
 /** Display formats for manifest values; every function accepts null (shown as an en dash). */
 
+import { say } from './words';
+
 export const NONE = '–';
 
 export function cost(usd: number | null): string {
@@ -14,13 +16,13 @@ export function duration(seconds: number | null): string {
     return NONE;
   }
   if (seconds < 60) {
-    return `${seconds.toFixed(1)} s`;
+    return say('lab_seconds', { n: seconds.toFixed(1) });
   }
   const m = Math.floor(seconds / 60);
   if (m < 60) {
-    return `${m} m ${Math.round(seconds - m * 60)} s`;
+    return say('lab_minutes', { m, s: Math.round(seconds - m * 60) });
   }
-  return `${Math.floor(m / 60)} h ${m % 60} m`;
+  return say('lab_hours', { h: Math.floor(m / 60), m: m % 60 });
 }
 
 export function tokens(n: number | null): string {

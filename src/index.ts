@@ -13,6 +13,7 @@ import { Widget } from '@lumino/widgets';
 
 import { PanelRequests, panelOutputFactory, relativeToRoot } from './magicOutput';
 import { DEFAULT_RUN_DIR, FlowerPanel } from './panel';
+import { loadWords, say } from './words';
 
 export const COMMAND_OPEN = 'flower-magic:open';
 
@@ -38,7 +39,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
   description: 'The Flower run panel: manifest, totals and transcripts of a run directory.',
   autoStart: true,
   optional: [ILabShell, ICommandPalette, IDefaultFileBrowser, ILayoutRestorer, IRenderMimeRegistry],
-  activate: (
+  activate: async (
     app: JupyterFrontEnd,
     labShell: ILabShell | null,
     palette: ICommandPalette | null,
@@ -46,6 +47,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
     restorer: ILayoutRestorer | null,
     rendermime: IRenderMimeRegistry | null
   ) => {
+    // Every label comes from the server's phrase tables: load them before building anything.
+    await loadWords(app.serviceManager.serverSettings);
     const panel = new FlowerPanel(app.serviceManager.serverSettings);
     panel.title.icon = flowerIcon;
 
@@ -63,8 +66,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
     });
 
     app.commands.addCommand(COMMAND_OPEN, {
-      label: 'Flower: Open run panel',
-      caption: 'Show the manifest and transcripts of the current folder’s flower run',
+      label: say('lab_command'),
+      caption: say('lab_command_tip'),
       icon: flowerIcon,
       execute: args => {
         if (!panel.isAttached) {

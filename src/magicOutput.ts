@@ -3,6 +3,8 @@ import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { KernelMessage } from '@jupyterlab/services';
 import { Widget } from '@lumino/widgets';
 
+import { say } from './words';
+
 /** The output of `%flower --panel` (flower_magic/magics.py, PANEL_MIME). */
 export const PANEL_MIME = 'application/vnd.flower-magic.panel+json';
 
@@ -80,9 +82,9 @@ class PanelOutput extends Widget implements IRenderMime.IRenderer {
   renderModel(model: IRenderMime.IMimeModel): Promise<void> {
     const request = asPanelRequest(model.data[PANEL_MIME]);
     this.node.textContent = request
-      ? `Flower panel opened for ${shown(request)}`
-      : 'Flower panel: this output carries no folder';
-    this.node.title = 'Command palette: Flower: Open run panel';
+      ? say('lab_opened', { where: shown(request) })
+      : say('lab_opened_nowhere');
+    this.node.title = say('lab_opened_tip', { command: say('lab_command') });
     return Promise.resolve();
   }
 }

@@ -8,6 +8,7 @@ import { clear, el } from './dom';
 import * as fmt from './format';
 import { RunTable } from './table';
 import { TranscriptView } from './transcript';
+import { count, say } from './words';
 
 /** How often the panel re-reads the run while it is visible: a step row lands within this. */
 export const REFRESH_MS = 3000;
@@ -45,13 +46,13 @@ export class FlowerPanel extends Widget {
     super();
     this.id = 'flower-magic-panel';
     this.addClass('jp-FlowerPanel');
-    this.title.caption = 'Flower: the run of the current folder';
+    this.title.caption = say('lab_caption');
 
-    this.where = el('div', { className: 'jp-FlowerPanel-where', text: 'no folder yet' });
+    this.where = el('div', { className: 'jp-FlowerPanel-where', text: say('lab_no_folder') });
     this.runDirInput = el('input', {
       className: 'jp-FlowerPanel-runDir',
-      title: 'Run dir, relative to the folder (default: runs)',
-      attrs: { type: 'text', value: DEFAULT_RUN_DIR, size: '8', 'aria-label': 'Run dir' }
+      title: say('lab_run_dir_tip'),
+      attrs: { type: 'text', value: DEFAULT_RUN_DIR, size: '8', 'aria-label': say('lab_run_dir') }
     });
     this.runDirInput.addEventListener('change', () => {
       this.runDir = this.runDirInput.value.trim() || DEFAULT_RUN_DIR;
@@ -61,7 +62,7 @@ export class FlowerPanel extends Widget {
     const reload = el('button', {
       className: 'jp-FlowerButton',
       text: '⟳',
-      title: 'Refresh now',
+      title: say('lab_refresh'),
       attrs: { type: 'button' },
       onClick: () => void this.refresh()
     });
@@ -79,7 +80,7 @@ export class FlowerPanel extends Widget {
       el('header', { className: 'jp-FlowerPanel-header' }, [
         el('span', { className: 'jp-FlowerPanel-title', text: 'Flower' }),
         this.where,
-        el('label', { className: 'jp-FlowerPanel-runDirLabel', text: 'run dir ' }, [this.runDirInput]),
+        el('label', { className: 'jp-FlowerPanel-runDirLabel', text: say('lab_run_dir') + ' ' }, [this.runDirInput]),
         reload
       ]),
       this.notice,
@@ -113,7 +114,7 @@ export class FlowerPanel extends Widget {
     }
     this.path = path;
     this.where.textContent = path === '' ? '/' : path;
-    this.where.title = `Folder: /${path}`;
+    this.where.title = say('lab_folder', { path });
     this.reset();
     void this.refresh();
   }
@@ -166,16 +167,18 @@ export class FlowerPanel extends Widget {
       this.notice.hidden = false;
       if (this.data) {
         this.notice.className = 'jp-FlowerPanel-notice jp-mod-stale';
-        this.notice.textContent =
-          `Stale: the last read failed at ${clock(new Date())} (${message}). ` +
-          `Showing what was read at ${this.goodAt ? clock(this.goodAt) : '?'}.`;
+        this.notice.textContent = say('lab_stale', {
+          at: clock(new Date()),
+          why: message,
+          good: this.goodAt ? clock(this.goodAt) : '?'
+        });
         this.node.setAttribute('data-state', 'stale');
       } else {
         this.notice.className = 'jp-FlowerPanel-notice jp-mod-error';
         this.notice.textContent =
           error instanceof ApiError && error.status === 404
-            ? 'This folder cannot be shown (it is hidden, outside the server root, or gone).'
-            : `Cannot read this folder's run: ${message}`;
+            ? say('lab_not_shown')
+            : say('lab_unreadable', { why: message });
         this.node.setAttribute('data-state', 'error');
       }
     } finally {
@@ -187,17 +190,17 @@ export class FlowerPanel extends Widget {
     const w = data.wake;
     const bits = data.has_run
       ? [
-          `${data.totals.steps} steps`,
-          `${fmt.cost(data.totals.cost_usd)}`,
-          `${data.totals.num_turns} turns`,
+          count(data.totals.steps, 'lab_step_1', 'lab_steps'),
+          fmt.cost(data.totals.cost_usd),
+          count(data.totals.num_turns, 'lab_turn_1', 'lab_turns'),
           fmt.duration(data.totals.duration_s),
-          `${data.totals.retries} retries`,
-          `${data.totals.handoffs} hand-offs`,
-          `woke ${data.lineage.woke}×`
+          count(data.totals.retries, 'lab_retry_1', 'lab_retries'),
+          count(data.totals.handoffs, 'lab_handoff_1', 'lab_handoffs'),
+          say('lab_woke', { n: data.lineage.woke })
         ]
-      : [`No run in ${data.run_dir ?? this.runDir + '/'} yet.`];
-    bits.push(w.brief_complete ? 'brief ✓' : w.has_brief ? 'brief incomplete' : 'no brief');
-    bits.push(w.has_goal ? `${w.goal_checks} goal checks` : 'no goal');
+      : [say('lab_no_run', { dir: data.run_dir ?? this.runDir + '/' })];
+    bits.push(say(w.brief_complete ? 'lab_brief_done' : w.has_brief ? 'lab_brief_partial' : 'lab_brief_none'));
+    bits.push(w.has_goal ? count(w.goal_checks, 'lab_check_1', 'lab_checks') : say('lab_goal_none'));
     this.summary.replaceChildren(
       ...bits.map(b => el('span', { className: 'jp-FlowerPanel-fact', text: b }))
     );
@@ -209,8 +212,8 @@ export class FlowerPanel extends Widget {
         ? [
             runChart(data.rows),
             el('div', { className: 'jp-FlowerPanel-legend' }, [
-              el('span', { className: 'jp-FlowerPanel-legendContext', text: '▮ context per step' }),
-              el('span', { className: 'jp-FlowerPanel-legendCost', text: '— cumulative cost' })
+              el('span', { className: 'jp-FlowerPanel-legendContext', text: say('lab_legend_context') }),
+              el('span', { className: 'jp-FlowerPanel-legendCost', text: say('lab_legend_cost') })
             ])
           ]
         : [])
@@ -236,14 +239,14 @@ export class FlowerPanel extends Widget {
     }
     const item = (label: string, value: Node | string) =>
       el('div', { className: 'jp-FlowerDetails-item' }, [
-        el('dt', { text: label }),
+        el('dt', { text: say(label) }),
         typeof value === 'string' ? el('dd', { text: value }) : el('dd', {}, [value])
       ]);
     const sessionLink = (sid: string) =>
       el('button', {
         className: 'jp-FlowerLink',
         text: sid,
-        title: 'Show this session’s transcript',
+        title: say('lab_show_transcript'),
         attrs: { type: 'button', 'data-session': sid },
         onClick: () => this.openTranscript(sid)
       });
@@ -252,21 +255,24 @@ export class FlowerPanel extends Widget {
         ? el('ul', { className: 'jp-FlowerDetails-list' }, items.map(n => el('li', {}, [n])))
         : fmt.NONE;
     this.details.replaceChildren(
-      el('h3', { className: 'jp-FlowerDetails-title', text: `Step ${row.index + 1}: ${row.step}` }),
+      el('h3', {
+        className: 'jp-FlowerDetails-title',
+        text: say('lab_details_title', { n: row.index + 1, step: row.step })
+      }),
       el('dl', {}, [
-        item('Session', row.session_id ? sessionLink(row.session_id) : fmt.NONE),
-        item('Started', fmt.timestamp(row.started_at)),
-        item('Ended', fmt.timestamp(row.ended_at)),
-        item('Run', row.run ?? fmt.NONE),
-        item('Error', row.error ?? fmt.NONE),
-        item('Errors', list(row.errors.map(e => el('pre', { className: 'jp-FlowerDetails-error', text: e })))),
-        item('Retired', list(row.retired.map(sessionLink))),
-        item('Final text', row.text ? el('pre', { className: 'jp-FlowerDetails-text', text: row.text }) : fmt.NONE)
+        item('lab_session', row.session_id ? sessionLink(row.session_id) : fmt.NONE),
+        item('lab_started', fmt.timestamp(row.started_at)),
+        item('lab_ended', fmt.timestamp(row.ended_at)),
+        item('lab_run', row.run ?? fmt.NONE),
+        item('lab_error', row.error ?? fmt.NONE),
+        item('lab_errors', list(row.errors.map(e => el('pre', { className: 'jp-FlowerDetails-error', text: e })))),
+        item('lab_retired', list(row.retired.map(sessionLink))),
+        item('lab_final_text', row.text ? el('pre', { className: 'jp-FlowerDetails-text', text: row.text }) : fmt.NONE)
       ]),
       row.session_id
         ? el('button', {
             className: 'jp-FlowerButton jp-FlowerDetails-open',
-            text: 'Open transcript',
+            text: say('lab_open_transcript'),
             attrs: { type: 'button' },
             onClick: () => this.openTranscript(row.session_id as string)
           })

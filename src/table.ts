@@ -1,7 +1,9 @@
 import { IRow, ITotals } from './api';
 import { el } from './dom';
 import * as fmt from './format';
+import { count, say } from './words';
 
+/** `label` and `title` are phrase keys (core/words.py); `#` is a sign, shown as it is. */
 interface IColumn {
   key: string;
   label: string;
@@ -18,7 +20,7 @@ export const COLUMNS: IColumn[] = [
   {
     key: 'index',
     label: '#',
-    title: 'Position in manifest.json',
+    title: 'lab_col_index',
     value: r => r.index,
     show: r => String(r.index + 1),
     total: () => 'Σ',
@@ -26,32 +28,32 @@ export const COLUMNS: IColumn[] = [
   },
   {
     key: 'step',
-    label: 'Step',
-    title: 'Step name (with #retryN / #roundN / ·判定#N for later attempts)',
+    label: 'lab_col_step',
+    title: 'lab_col_step_tip',
     value: r => r.step,
     show: r => r.step,
-    total: t => `${t.steps} steps`
+    total: t => count(t.steps, 'lab_step_1', 'lab_steps')
   },
   {
     key: 'session',
-    label: 'Session',
-    title: 'Session id (first 8 characters)',
+    label: 'lab_session',
+    title: 'lab_col_session_tip',
     value: r => r.session_id,
     show: r => fmt.shortSession(r.session_id),
     total: () => ''
   },
   {
     key: 'ok',
-    label: 'OK',
-    title: 'Did the step succeed?',
+    label: 'lab_col_ok',
+    title: 'lab_col_ok_tip',
     value: r => boolKey(r.ok),
     show: r => fmt.flag(r.ok),
     total: t => `${t.ok}/${t.steps}`
   },
   {
     key: 'cost',
-    label: 'Cost',
-    title: 'Cost in USD, across retries and hand-offs',
+    label: 'lab_col_cost',
+    title: 'lab_col_cost_tip',
     value: r => r.cost_usd,
     show: r => fmt.cost(r.cost_usd),
     total: t => fmt.cost(t.cost_usd),
@@ -59,8 +61,8 @@ export const COLUMNS: IColumn[] = [
   },
   {
     key: 'turns',
-    label: 'Turns',
-    title: 'Model turns',
+    label: 'lab_col_turns',
+    title: 'lab_col_turns_tip',
     value: r => r.num_turns,
     show: r => fmt.count(r.num_turns),
     total: t => String(t.num_turns),
@@ -68,8 +70,8 @@ export const COLUMNS: IColumn[] = [
   },
   {
     key: 'duration',
-    label: 'Time',
-    title: 'Wall-clock duration',
+    label: 'lab_col_time',
+    title: 'lab_col_time_tip',
     value: r => r.duration_s,
     show: r => fmt.duration(r.duration_s),
     total: t => fmt.duration(t.duration_s),
@@ -77,8 +79,8 @@ export const COLUMNS: IColumn[] = [
   },
   {
     key: 'attempts',
-    label: 'Att.',
-    title: 'Attempts (failed-attempt retries + 1); total shows retries',
+    label: 'lab_col_attempts',
+    title: 'lab_col_attempts_tip',
     value: r => r.attempts,
     show: r => fmt.count(r.attempts),
     total: t => `+${t.retries}`,
@@ -86,16 +88,16 @@ export const COLUMNS: IColumn[] = [
   },
   {
     key: 'resumed',
-    label: 'Res.',
-    title: 'Resumed an existing session',
+    label: 'lab_col_resumed',
+    title: 'lab_col_resumed_tip',
     value: r => boolKey(r.resumed),
     show: r => fmt.flag(r.resumed, '↻', ''),
     total: (_t, rows) => String(rows.filter(r => r.resumed).length)
   },
   {
     key: 'retired',
-    label: 'Ret.',
-    title: 'Sessions retired by hand-off; total shows hand-offs',
+    label: 'lab_col_retired',
+    title: 'lab_col_retired_tip',
     value: r => r.retired.length,
     show: r => (r.retired.length ? String(r.retired.length) : ''),
     total: t => String(t.handoffs),
@@ -103,12 +105,11 @@ export const COLUMNS: IColumn[] = [
   },
   {
     key: 'context',
-    label: 'Ctx',
-    title: 'Context size (tokens) the model last saw',
+    label: 'lab_col_context',
+    title: 'lab_col_context_tip',
     value: r => r.context,
     show: r => fmt.tokens(r.context),
-    total: (_t, rows) =>
-      `max ${fmt.tokens(Math.max(0, ...rows.map(r => r.context ?? 0)))}`,
+    total: (_t, rows) => say('lab_max', { n: fmt.tokens(Math.max(0, ...rows.map(r => r.context ?? 0))) }),
     numeric: true
   }
 ];
@@ -180,8 +181,8 @@ export class RunTable {
         const active = c.key === this.sortKey;
         return el('th', {
           className: `jp-FlowerTable-col-${c.key}${active ? ' jp-mod-sorted' : ''}`,
-          text: c.label + (active ? (this.ascending ? ' ▲' : ' ▼') : ''),
-          title: `${c.title} (click to sort)`,
+          text: (c.label === '#' ? c.label : say(c.label)) + (active ? (this.ascending ? ' ▲' : ' ▼') : ''),
+          title: say('lab_sort', { what: say(c.title) }),
           attrs: {
             'data-key': c.key,
             'aria-sort': active ? (this.ascending ? 'ascending' : 'descending') : 'none'

@@ -2,6 +2,7 @@ import { ServerConnection } from '@jupyterlab/services';
 
 import { fetchTranscript, ITranscriptEntry, ITranscriptPage } from './api';
 import { clear, el } from './dom';
+import { say } from './words';
 
 export const PAGE_ENTRIES = 100;
 // Per block; the raw JSON of an entry is one click away in the browser's devtools, not here.
@@ -31,44 +32,50 @@ function asText(value: unknown): string {
 /** What an entry says, block by block, as plain text (never HTML). */
 export function parts(entry: any): IPart[] {
   if (!entry || typeof entry !== 'object') {
-    return [{ kind: 'value', text: asText(entry) }];
+    return [{ kind: say('lab_part_value'), text: asText(entry) }];
   }
   const content = entry.message?.content;
   if (typeof content === 'string') {
-    return [{ kind: 'text', text: content }];
+    return [{ kind: say('lab_part_text'), text: content }];
   }
   if (Array.isArray(content)) {
     return content.map((block: any): IPart => {
       switch (block?.type) {
         case 'text':
-          return { kind: 'text', text: asText(block.text) };
+          return { kind: say('lab_part_text'), text: asText(block.text) };
         case 'thinking':
-          return { kind: 'thinking', text: asText(block.thinking) };
+          return { kind: say('lab_part_thinking'), text: asText(block.thinking) };
         case 'tool_use':
-          return { kind: `tool_use ${block.name ?? ''}`, text: asText(block.input) };
+          return { kind: say('lab_part_tool_use', { name: block.name ?? '' }), text: asText(block.input) };
         case 'tool_result':
           return {
-            kind: block.is_error ? 'tool_result (error)' : 'tool_result',
+            kind: say(block.is_error ? 'lab_part_tool_error' : 'lab_part_tool_result'),
             text: asText(block.content)
           };
         default:
-          return { kind: String(block?.type ?? 'block'), text: asText(block) };
+          return { kind: say('lab_part_other', { type: String(block?.type ?? '?') }), text: asText(block) };
       }
     });
   }
   if (typeof entry.summary === 'string') {
-    return [{ kind: 'summary', text: entry.summary }];
+    return [{ kind: say('lab_part_summary'), text: entry.summary }];
   }
   if (typeof entry.content === 'string') {
-    return [{ kind: 'text', text: entry.content }];
+    return [{ kind: say('lab_part_text'), text: entry.content }];
   }
   return [];
 }
 
-const MARK_TITLES: Record<string, string> = {
-  dropped: 'Removed on resume: the model is not sent this entry',
-  rewritten: 'Rewritten on resume: the model gets the shortened form shown here',
-  added: 'Added on resume (e.g. a neutral result for an orphaned tool call)'
+// Phrase keys: a mark's badge and its tooltip; a role the transcript names, as people say it.
+const MARKS: Record<string, [string, string]> = {
+  dropped: ['lab_mark_dropped', 'lab_mark_dropped_tip'],
+  rewritten: ['lab_mark_rewritten', 'lab_mark_rewritten_tip'],
+  added: ['lab_mark_added', 'lab_mark_added_tip']
+};
+const ROLES: Record<string, string> = {
+  user: 'lab_role_user',
+  assistant: 'lab_role_assistant',
+  system: 'lab_role_system'
 };
 
 /** One session's transcript, a page at a time, raw or as the model would get it on resume. */
@@ -94,18 +101,18 @@ export class TranscriptView {
         attrs: { 'data-view': v, type: 'button' },
         onClick: () => this.show(v, 0)
       });
-    this.buttons = { raw: button('raw', 'Raw'), resumed: button('resumed', 'As resumed') };
+    this.buttons = { raw: button('raw', say('lab_raw')), resumed: button('resumed', say('lab_as_resumed')) };
     this.prev = el('button', {
       className: 'jp-FlowerButton',
       text: '◀',
-      title: 'Previous page',
+      title: say('lab_prev'),
       attrs: { type: 'button' },
       onClick: () => this.show(this.view, Math.max(0, this.offset - PAGE_ENTRIES))
     });
     this.next = el('button', {
       className: 'jp-FlowerButton',
       text: '▶',
-      title: 'Next page',
+      title: say('lab_next'),
       attrs: { type: 'button' },
       onClick: () => this.show(this.view, this.offset + PAGE_ENTRIES)
     });
@@ -128,7 +135,7 @@ export class TranscriptView {
 
   open(path: string, runDir: string, session: string): void {
     this.target = { path, runDir, session };
-    this.heading.textContent = `Transcript of session ${session}`;
+    this.heading.textContent = say('lab_transcript_title', { session });
     this.node.hidden = false;
     void this.show(this.view, 0);
   }
@@ -150,7 +157,7 @@ export class TranscriptView {
       b.setAttribute('aria-pressed', String(v === view));
     }
     const ticket = ++this.request;
-    this.status.textContent = 'loading…';
+    this.status.textContent = say('lab_loading');
     const { path, runDir, session } = this.target;
     let page: ITranscriptPage;
     try {
@@ -176,8 +183,8 @@ export class TranscriptView {
     const last = Math.min(page.offset + page.entries.length, page.total);
     const marks = page.entries.filter(e => e.mark).length;
     this.status.textContent =
-      `${page.total ? page.offset + 1 : 0}–${last} of ${page.total}` +
-      (page.view === 'resumed' ? ` · ${marks} changed on this page` : '');
+      say('lab_page', { first: page.total ? page.offset + 1 : 0, last, total: page.total }) +
+      (page.view === 'resumed' ? say('lab_changed', { n: marks }) : '');
     this.prev.disabled = page.offset <= 0;
     this.next.disabled = last >= this.total;
     this.list.replaceChildren(...page.entries.map(e => this.item(e)));
@@ -188,13 +195,18 @@ export class TranscriptView {
     const role = String(entry.message?.role ?? entry.type ?? '?');
     const head = el('div', { className: 'jp-FlowerEntry-head' }, [
       el('span', { className: 'jp-FlowerEntry-seq', text: e.seq === null ? '+' : `#${e.seq + 1}` }),
-      el('span', { className: `jp-FlowerEntry-role jp-mod-${role.replace(/[^a-z]/gi, '')}`, text: role }),
-      entry.isApiErrorMessage ? el('span', { className: 'jp-FlowerEntry-badge jp-mod-apierror', text: 'API error' }) : null,
+      el('span', {
+        className: `jp-FlowerEntry-role jp-mod-${role.replace(/[^a-z]/gi, '')}`,
+        text: role in ROLES ? say(ROLES[role]) : role
+      }),
+      entry.isApiErrorMessage
+        ? el('span', { className: 'jp-FlowerEntry-badge jp-mod-apierror', text: say('lab_api_error') })
+        : null,
       e.mark
         ? el('span', {
             className: `jp-FlowerEntry-badge jp-mod-${e.mark}`,
-            text: e.mark,
-            title: MARK_TITLES[e.mark]
+            text: MARKS[e.mark] ? say(MARKS[e.mark][0]) : e.mark,
+            title: MARKS[e.mark] ? say(MARKS[e.mark][1]) : undefined
           })
         : null
     ]);

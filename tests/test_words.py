@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import ast
+import pathlib
+import re
 import string
 
 from flower_magic.core import words
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PANEL_SOURCES = ROOT / "src"  # the JupyterLab panel's TypeScript
+# Words that are not in a language: a letter pair or a Chinese character.
+WORDY = re.compile(r"[A-Za-z]{2,}|[\u4e00-\u9fff]")
 
 
 def _fields(text: str) -> set[str]:
@@ -45,8 +53,84 @@ def test_every_phrase_is_said_somewhere() -> None:
         "reason_",
     )
     root = pathlib.Path(words.__file__).parents[1]
-    code = "\n".join(p.read_text(encoding="utf-8") for p in root.rglob("*.py") if p.name != "words.py")
+    sources = [*(p for p in root.rglob("*.py") if p.name != "words.py"), *PANEL_SOURCES.glob("*.ts")]
+    code = "\n".join(p.read_text(encoding="utf-8") for p in sources)
     unused = [
         k for k in words._TEXTS["zh"] if not k.startswith(composed) and f'"{k}"' not in code and f"'{k}'" not in code
     ]
     assert unused == []
+
+
+# The places Python code speaks to a person directly: a print, a UsageError, a widget's text.
+_SPEAKING_CALLS = {"print", "write", "UsageError", "HTML", "Label", "Button", "Text", "Textarea", "display"}
+# What may stand as it is: the program's name before its line, argparse's frame.
+_FRAMES = ("flower: error: ", "flower: ", "%flower: ")
+
+
+def _user_error_classes() -> set[str]:
+    """UserError and every class that derives from it (by name, through the package's class tree)."""
+    bases: dict[str, list[str]] = {}
+    for path in (ROOT / "flower_magic").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                bases[node.name] = [b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases]
+    found = {"UserError"}
+    while grown := {c for c, bs in bases.items() if c not in found and found.intersection(bs)}:
+        found |= grown
+    return found
+
+
+def _literal(node: ast.expr) -> str:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str))
+    return ""
+
+
+def test_python_says_nothing_to_a_person_that_is_not_from_the_tables() -> None:
+    """Issue 11 (4): a line written straight into a print, a UsageError, a widget or a user error
+    bypasses the tables and ignores the language. The demo model (flower_magic/testing) speaks for
+    the model, not for flower, and is not checked."""
+    speaking = _SPEAKING_CALLS | _user_error_classes()
+    found = []
+    for path in (ROOT / "flower_magic").rglob("*.py"):
+        if "testing" in path.parts or path.name == "words.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+            if name not in speaking:
+                continue
+            for arg in [*node.args, *(k.value for k in node.keywords)]:
+                text = _literal(arg)
+                if text in _FRAMES:
+                    continue
+                if WORDY.search(text):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {name}({text[:60]!r})")
+    assert found == []
+
+
+# A literal given to what the panel shows: an element's text, tooltip, label or caption.
+_PANEL_SINK = re.compile(
+    r"(?:\b(?:text|title|label|caption)\s*:|'aria-label'\s*:|\.(?:textContent|title|caption|label)\s*=)"
+    r"\s*(?:[^'`\n]*?\?\s*)?(['`])((?:\\.|(?!\1).)*)\1"
+)
+
+
+def test_the_panel_code_holds_no_words_of_its_own() -> None:
+    """Issue 11 (4): every label, tooltip and message of the JupyterLab panel is a phrase key the server
+    fills in (src/words.ts); a literal with words in it is English in a Chinese panel."""
+    found = []
+    for path in sorted(PANEL_SOURCES.glob("*.ts")):
+        if path.name == "words.ts":
+            continue
+        code = path.read_text(encoding="utf-8")
+        for match in _PANEL_SINK.finditer(code):
+            text = re.sub(r"\$\{[^}]*\}", "", match.group(2))
+            if text == "Flower" or re.fullmatch(r"lab_\w+", text):
+                continue  # the product's name; a phrase key (the table's column labels)
+            if WORDY.search(text):
+                found.append(f"{path.name}:{code.count(chr(10), 0, match.start()) + 1}: {match.group(0)[:70]}")
+    assert found == []

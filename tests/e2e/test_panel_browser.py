@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from flower_magic.core.words import say
 from flower_magic.panel.transcript import project_key
 from tests.e2e.lab import SCREENSHOTS, Lab, chromium_page, running_lab
 
@@ -154,10 +156,16 @@ def _write_run(ws: Path) -> None:
 
 
 @pytest.fixture
-def lab(tmp_path: Path) -> Iterator[Lab]:
+def lab_lang() -> str:
+    """The server's FLOWER_LANG: English, as the main test's assertions are written."""
+    return "en"
+
+
+@pytest.fixture
+def lab(tmp_path: Path, lab_lang: str) -> Iterator[Lab]:
     root = tmp_path / "root"
     _write_run(root / "demo")
-    with running_lab(tmp_path, root, {"ANTHROPIC_API_KEY": CANARY}) as server:
+    with running_lab(tmp_path, root, {"ANTHROPIC_API_KEY": CANARY, "FLOWER_LANG": lab_lang}) as server:
         yield server
 
 
@@ -188,6 +196,46 @@ def _widen_right_sidebar(page: Any, width: int) -> None:
     page.mouse.down()
     page.mouse.move(x - (width - page.locator(PANEL).bounding_box()["width"]), y, steps=5)
     page.mouse.up()
+
+
+# What the panel itself says: every text and tooltip in it except the run's own data (table cells,
+# detail values, the folder name, transcript contents), which are the model's and the person's words.
+_SAID = """(panel) => {
+  const root = document.querySelector(panel);
+  const data = 'tbody td, dd, .jp-FlowerPanel-where, .jp-FlowerEntry-text, .jp-FlowerDetails-title';
+  const out = [];
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    if (n.textContent.trim() && !n.parentElement.closest(data)) out.push(n.textContent);
+  }
+  for (const e of root.querySelectorAll('[title], [aria-label]')) {
+    for (const a of ['title', 'aria-label']) if (e.getAttribute(a)) out.push(e.getAttribute(a));
+  }
+  return out.join('\\n');
+}"""
+STEP_NAMES = ("确认需求", "设定目标", "干活", "判定")
+# Names a Chinese panel may carry: the product, file and folder names, the step-name suffixes it
+# explains, tool names in the transcript's part labels, a session "id".
+NAMES = {"Flower", "runs", "id", "retryN", "roundN", "N", "Write", "Read", "Bash", "K", "M"}
+
+
+def _other_language(page: Any, lang: str) -> list[str]:
+    """The lines the panel says that carry words of the language it was not asked to speak."""
+    bad = []
+    for line in page.evaluate(_SAID, PANEL).splitlines():
+        if lang == "en":
+            rest = line
+            for name in STEP_NAMES:
+                rest = rest.replace(name, "")
+            if re.search(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]", rest):
+                bad.append(line)
+            continue
+        rest = re.sub(r"\S+\.(?:json|db|md)\b", "", line)
+        rest = re.sub(r"(?:/[^\s,;:)]+)+", "", rest)  # paths
+        words = set(re.findall(r"[A-Za-z][A-Za-z_]+", rest)) - NAMES
+        if words:
+            bad.append(f"{line}    <- {sorted(words)}")
+    return bad
 
 
 def _append_row_from_another_process(manifest: Path) -> None:
@@ -229,7 +277,7 @@ def test_panel_shows_the_run_follows_new_rows_and_opens_transcripts_without_a_ke
     assert _total(page, "ok") == "3/3"
     assert page.locator(f"{PANEL} .jp-FlowerChart rect").count() == len(ROWS)
     facts = page.locator(f"{PANEL} .jp-FlowerPanel-summary").inner_text()
-    assert "woke 2×" in facts and "brief ✓" in facts and "2 goal checks" in facts
+    assert "woken 2×" in facts and "brief ✓" in facts and "2 goal checks" in facts
     _shot(page, "01-panel-run")
 
     # sortable: by cost, descending puts the work step first
@@ -289,6 +337,8 @@ def test_panel_shows_the_run_follows_new_rows_and_opens_transcripts_without_a_ke
     page.eval_on_selector(f"{PANEL} .jp-FlowerTranscript-title", "e => e.scrollIntoView({block: 'start'})")
     _shot(page, "06-transcript-resumed")
 
+    assert _other_language(page, "en") == []
+
     # a retired session is one click away too (it is not in this store: a clear message, no crash)
     page.click(f"{PANEL} .jp-FlowerDetails button[data-session='{SID_RETIRED}']")
     page.locator(f"{PANEL} .jp-FlowerTranscript[data-state='error']").wait_for(state="visible")
@@ -306,3 +356,36 @@ def test_panel_shows_the_run_follows_new_rows_and_opens_transcripts_without_a_ke
     assert CANARY not in page.content()
     shutil.copy(lab.log, SCREENSHOTS.parent / "jupyter-lab.log")
     assert CANARY not in lab.log.read_text(errors="replace")
+
+
+@pytest.mark.parametrize("lab_lang", ["zh"])
+def test_the_panel_speaks_the_servers_language(lab: Lab, page: Any, lab_lang: str):
+    """Issue 11 (c): with FLOWER_LANG=zh no English word in anything the panel says, names excepted."""
+    page.goto(f"{lab.url}/lab/tree/demo/README.md?token={lab.token}")
+    page.wait_for_selector("#jp-main-dock-panel .jp-FileEditor", state="visible", timeout=60_000)
+    label = page.evaluate("window.jupyterapp.commands.label('flower-magic:open')")
+    assert label == say("lab_command", "zh")
+    page.evaluate("window.jupyterapp.commands.execute('flower-magic:open', {path: 'demo'})")
+    page.wait_for_selector(PANEL, state="visible")
+    _widen_right_sidebar(page, 640)
+    page.wait_for_function(f"document.querySelectorAll('{PANEL} tbody tr').length === {len(ROWS)}")
+    assert _total(page, "step") == say("lab_steps", "zh", n=3)
+    facts = page.locator(f"{PANEL} .jp-FlowerPanel-summary").inner_text()
+    assert say("lab_woke", "zh", n=2) in facts and say("lab_brief_done", "zh") in facts
+    page.click(f"{PANEL} tbody tr[data-index='2']")
+    page.locator(f"{PANEL} .jp-FlowerDetails").wait_for(state="visible")
+    page.click(f"{PANEL} .jp-FlowerDetails-open")
+    page.locator(f"{PANEL} .jp-FlowerTranscript[data-view='raw'][data-state='ok']").wait_for(state="visible")
+    assert (
+        say("lab_page", "zh", first=1, last=100, total=130)
+        in page.locator(f"{PANEL} .jp-FlowerTranscript-status").inner_text()
+    )
+    page.click(f"{PANEL} .jp-FlowerTranscript button[data-view='resumed']")
+    page.wait_for_selector(f"{PANEL} .jp-FlowerEntry[data-mark='dropped']")
+    assert _other_language(page, "zh") == []
+    page.eval_on_selector(f"{PANEL} .jp-FlowerPanel-header", "e => e.scrollIntoView({block: 'start'})")
+    _shot(page, "08-panel-zh")
+    # a retired session not in this store: the server's message, in Chinese too
+    page.click(f"{PANEL} .jp-FlowerDetails button[data-session='{SID_RETIRED}']")
+    page.locator(f"{PANEL} .jp-FlowerTranscript[data-state='error']").wait_for(state="visible")
+    assert _other_language(page, "zh") == []

@@ -79,7 +79,7 @@ def _plain_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 def kernel(tmp_path: Path) -> Iterator[Kernel]:
     (tmp_path / "ws" / "sub").mkdir(parents=True)
     (tmp_path / "elsewhere").mkdir()
-    env = _plain_env(tmp_path, JPY_SESSION_NAME=str(tmp_path / "ws" / "sub" / "nb.ipynb"))
+    env = _plain_env(tmp_path, JPY_SESSION_NAME=str(tmp_path / "ws" / "sub" / "nb.ipynb"), FLOWER_LANG="en")
     k = Kernel(tmp_path / "elsewhere", env)  # started elsewhere: the notebook's directory wins
     try:
         yield k
@@ -180,7 +180,8 @@ def test_flower_panel_in_a_notebook_opens_the_panel_on_its_folder_once(tmp_path:
         root.symlink_to(real, target_is_directory=True)
     nb_url = "tree/proj/sub/nb.ipynb"
 
-    with running_lab(tmp_path, root, _plain_env(tmp_path)) as lab, chromium_page() as page:
+    # English, as the assertions below are written (the Chinese panel: test_panel_browser.py).
+    with running_lab(tmp_path, root, _plain_env(tmp_path, FLOWER_LANG="en")) as lab, chromium_page() as page:
         page.goto(f"{lab.url}/lab/{nb_url}?token={lab.token}")
         page.wait_for_selector(".jp-Notebook", state="visible", timeout=60_000)
         page.wait_for_function("window.jupyterapp && window.jupyterapp.commands.hasCommand('notebook:run-all-cells')")
