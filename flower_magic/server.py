@@ -5,8 +5,10 @@ Routes, under ``{base_url}flower/api/``:
 - ``GET run?path=<dir>&run_dir=runs``: the run of a directory relative to the server root: lineage,
   wake facts, manifest rows (shaped for display), totals, ``problems``, and an ``ETag`` for cheap
   polling (``If-None-Match`` -> 304 while nothing changed).
-- ``GET transcript?path=<dir>&run_dir=runs&session=<uuid>&view=raw|resumed&offset=0&limit=200``:
-  one page of a session's transcript from ``sessions.db``.
+- ``GET transcript?path=<dir>&run_dir=runs&session=<uuid>&view=raw|resumed&offset=0&limit=200&all=0``:
+  one page of a session's transcript from ``sessions.db``: its conversation, or with ``all=1`` the
+  Claude Code CLI's own records too (``hidden`` counts those left out).
+- ``GET rundirs?path=<dir>``: the run dirs found under a directory (a few levels deep), ``runs`` first.
 - ``GET words``: the panel's phrases in the server's language (``FLOWER_LANG``, else zh); every
   message in a body (errors, ``problems``) is said in that language too.
 
@@ -42,7 +44,7 @@ from flower_magic.panel.confinement import Refused, confine_dir, inside, real_ro
 from flower_magic.panel.errors import PanelError
 from flower_magic.panel.manifest_rows import ManifestUnreadable
 from flower_magic.panel.redaction import Redactor, dumps_redacted
-from flower_magic.panel.run_summary import RunCache
+from flower_magic.panel.run_summary import RunCache, find_run_dirs, owner
 
 API_PREFIX = "flower/api"
 PANEL_PREFIX = "lab_"  # the phrases the panel (src/*.ts) says
@@ -132,7 +134,9 @@ class _ReadOnlyHandler(APIHandler):
         run_dir = inside(root, target)
         if not run_dir.is_dir():
             raise Refused("run_dir is not a directory")
-        return workspace, run_dir
+        # A run made in a sub-folder and viewed from above belongs to that sub-folder: its notes and
+        # its sessions' keys are that folder's.
+        return owner(root, workspace, run_dir), run_dir
 
     def reply(self, body: Any, status: int = 200) -> None:
         self.set_status(status)
@@ -223,6 +227,20 @@ class WordsHandler(_ReadOnlyHandler):
         self.finish({"lang": self.panel.lang, "words": phrases(self.panel.lang, PANEL_PREFIX)})
 
 
+class RunDirsHandler(_ReadOnlyHandler):
+    """``GET flower/api/rundirs?path=<dir>``: ``{"run_dirs": [...]}``, the run dirs found under a folder
+    (``run_summary.find_run_dirs``), for the panel to offer."""
+
+    @guarded("read")
+    async def get(self) -> None:
+        try:
+            workspace = confine_dir(self.panel.root, self.arg("path", ""))
+        except Refused as exc:
+            raise web.HTTPError(404) from exc
+        found = await asyncio.to_thread(find_run_dirs, self.panel.root, workspace)
+        self.reply({"run_dirs": found})
+
+
 class TranscriptHandler(_ReadOnlyHandler):
     """``GET flower/api/transcript``: one page of one session, raw or as resumed."""
 
@@ -242,27 +260,33 @@ class TranscriptHandler(_ReadOnlyHandler):
                 raise _bad_request("lab_bad_view", got=repr(view[:20]))
             offset = self.int_arg("offset", 0, 0, 10**9)
             limit = self.int_arg("limit", DEFAULT_PAGE_ENTRIES, 1, transcript.MAX_PAGE_ENTRIES)
+            everything = self.int_arg("all", 0, 0, 1) == 1
         except Refused as exc:
             raise web.HTTPError(404) from exc
         except PanelError as exc:
             self.fail(exc)
             return
-        await self.page(db, transcript.project_key(workspace) + "/" + session, workspace, session, view, offset, limit)
+        key = transcript.project_key(workspace) + "/" + session
+        await self.page(db, key, workspace, session, view, offset, limit, everything)
 
 
 def _transcript_page(
-    db: Path, key: str, workspace: Path, session: str, view: str, offset: int, limit: int
+    db: Path, key: str, workspace: Path, session: str, view: str, offset: int, limit: int, everything: bool
 ) -> dict[str, Any]:
-    if view == "raw":
+    if view == "resumed":
+        page = transcript.resumed_page(db, key, workspace, offset, limit, everything=everything)
+    elif everything:
         page = transcript.raw_page(db, key, offset, limit)
     else:
-        page = transcript.resumed_page(db, key, workspace, offset, limit)
+        page = transcript.conversation_page(db, key, offset, limit)
     return {
         "session": session,
         "view": view,
+        "all": everything,
         "offset": offset,
         "limit": limit,
         "total": page.total,
+        "hidden": page.hidden,
         "entries": page.entries,
     }
 
@@ -283,6 +307,7 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
             (url_path_join(base, API_PREFIX, "run"), RunHandler),
             (url_path_join(base, API_PREFIX, "transcript"), TranscriptHandler),
             (url_path_join(base, API_PREFIX, "words"), WordsHandler),
+            (url_path_join(base, API_PREFIX, "rundirs"), RunDirsHandler),
         ],
     )
     serverapp.log.info("flower_magic: Flower panel API at %s", url_path_join(base, API_PREFIX))

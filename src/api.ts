@@ -64,6 +64,8 @@ export interface ITranscriptEntry {
 export interface ITranscriptPage {
   session: string;
   view: 'raw' | 'resumed';
+  all: boolean;
+  hidden: number;
   offset: number;
   limit: number;
   total: number;
@@ -140,6 +142,7 @@ export async function fetchTranscript(
   view: 'raw' | 'resumed',
   offset: number,
   limit: number,
+  everything: boolean,
   settings: ServerConnection.ISettings
 ): Promise<ITranscriptPage> {
   const page = await get<ITranscriptPage>(
@@ -150,7 +153,8 @@ export async function fetchTranscript(
       session,
       view,
       offset: String(offset),
-      limit: String(limit)
+      limit: String(limit),
+      all: everything ? '1' : '0'
     },
     settings
   );

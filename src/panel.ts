@@ -261,6 +261,13 @@ export class FlowerPanel extends Widget {
       }),
       el('dl', {}, [
         item('lab_session', row.session_id ? sessionLink(row.session_id) : fmt.NONE),
+        item('lab_col_ok', fmt.flag(row.ok)),
+        item('lab_col_cost', fmt.cost(row.cost_usd)),
+        item('lab_col_turns', fmt.count(row.num_turns)),
+        item('lab_col_time', fmt.duration(row.duration_s)),
+        item('lab_col_attempts', fmt.count(row.attempts)),
+        item('lab_col_continued', fmt.flag(this.table.isContinued(row.index), '↻', fmt.NONE)),
+        item('lab_col_context', fmt.tokens(row.context)),
         item('lab_started', fmt.timestamp(row.started_at)),
         item('lab_ended', fmt.timestamp(row.ended_at)),
         item('lab_run', row.run ?? fmt.NONE),

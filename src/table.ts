@@ -8,10 +8,30 @@ interface IColumn {
   key: string;
   label: string;
   title: string;
-  value: (r: IRow) => number | string | null;
-  show: (r: IRow) => string;
-  total: (t: ITotals, rows: IRow[]) => string;
+  // `continued`: the indexes of the rows that continued an earlier session (see `continuedRows`).
+  value: (r: IRow, continued: Set<number>) => number | string | null;
+  show: (r: IRow, continued: Set<number>) => string;
+  total: (t: ITotals, rows: IRow[], continued: Set<number>) => string;
   numeric?: boolean;
+}
+
+/**
+ * The rows that continued an earlier session rather than starting one: a retry after an outage
+ * (`resumed`), or a session an earlier row already used (the next step or round, a wake). That is
+ * what "continued" means to a person; `resumed` alone is only the outage retry.
+ */
+export function continuedRows(rows: IRow[]): Set<number> {
+  const seen = new Set<string>();
+  const out = new Set<number>();
+  for (const r of [...rows].sort((a, b) => a.index - b.index)) {
+    if (r.resumed || (r.session_id !== null && seen.has(r.session_id))) {
+      out.add(r.index);
+    }
+    if (r.session_id !== null) {
+      seen.add(r.session_id);
+    }
+  }
+  return out;
 }
 
 const boolKey = (v: boolean | null) => (v === null ? null : v ? 1 : 0);
@@ -87,12 +107,12 @@ export const COLUMNS: IColumn[] = [
     numeric: true
   },
   {
-    key: 'resumed',
-    label: 'lab_col_resumed',
-    title: 'lab_col_resumed_tip',
-    value: r => boolKey(r.resumed),
-    show: r => fmt.flag(r.resumed, '↻', ''),
-    total: (_t, rows) => String(rows.filter(r => r.resumed).length)
+    key: 'continued',
+    label: 'lab_col_continued',
+    title: 'lab_col_continued_tip',
+    value: (r, c) => boolKey(c.has(r.index)),
+    show: (r, c) => (c.has(r.index) ? '↻' : ''),
+    total: (_t, _rows, c) => String(c.size)
   },
   {
     key: 'retired',
@@ -121,6 +141,7 @@ export class RunTable {
   private ascending = true;
   private rows: IRow[] = [];
   private totals: ITotals | null = null;
+  private continued = new Set<number>();
   private selected: number | null = null;
 
   constructor(private readonly onSelect: (row: IRow | null) => void) {
@@ -129,12 +150,18 @@ export class RunTable {
 
   update(rows: IRow[], totals: ITotals): void {
     this.rows = rows;
+    this.continued = continuedRows(rows);
     this.totals = totals;
     if (this.selected !== null && !rows.some(r => r.index === this.selected)) {
       this.selected = null;
       this.onSelect(null);
     }
     this.render();
+  }
+
+  /** The row continued an earlier session (the "continued" column). */
+  isContinued(index: number): boolean {
+    return this.continued.has(index);
   }
 
   select(index: number | null): void {
@@ -157,8 +184,8 @@ export class RunTable {
     const col = COLUMNS.find(c => c.key === this.sortKey) ?? COLUMNS[0];
     const dir = this.ascending ? 1 : -1;
     return [...this.rows].sort((a, b) => {
-      const va = col.value(a);
-      const vb = col.value(b);
+      const va = col.value(a, this.continued);
+      const vb = col.value(b, this.continued);
       // Missing values sort last whatever the direction.
       if (va === null || vb === null) {
         return va === vb ? a.index - b.index : va === null ? 1 : -1;
@@ -208,7 +235,7 @@ export class RunTable {
           COLUMNS.map(c =>
             el('td', {
               className: `jp-FlowerTable-col-${c.key}${c.numeric ? ' jp-mod-num' : ''}`,
-              text: c.show(r),
+              text: c.show(r, this.continued),
               title: c.key === 'session' ? (r.session_id ?? '') : undefined
             })
           )
@@ -226,7 +253,7 @@ export class RunTable {
               COLUMNS.map(c =>
                 el('td', {
                   className: `jp-FlowerTable-col-${c.key}${c.numeric ? ' jp-mod-num' : ''}`,
-                  text: c.total(this.totals as ITotals, this.rows),
+                  text: c.total(this.totals as ITotals, this.rows, this.continued),
                   attrs: { 'data-key': c.key }
                 })
               )

@@ -66,6 +66,11 @@ export function parts(entry: any): IPart[] {
   return [];
 }
 
+/** flower's own stop mark (stores/prune.py's seal, named `seal-<parent>`), not an API error. */
+function ownPlaceholder(entry: any): boolean {
+  return typeof entry?.uuid === 'string' && entry.uuid.startsWith('seal-');
+}
+
 // Phrase keys: a mark's badge and its tooltip; a role the transcript names, as people say it.
 const MARKS: Record<string, [string, string]> = {
   dropped: ['lab_mark_dropped', 'lab_mark_dropped_tip'],
@@ -87,8 +92,11 @@ export class TranscriptView {
   private readonly buttons: Record<View, HTMLButtonElement>;
   private readonly prev: HTMLButtonElement;
   private readonly next: HTMLButtonElement;
+  private readonly plumbing: HTMLButtonElement;
   private target: { path: string; runDir: string; session: string } | null = null;
   private view: View = 'raw';
+  private everything = false;
+  private plumbingCount = 0;
   private offset = 0;
   private total = 0;
   private request = 0;
@@ -116,6 +124,16 @@ export class TranscriptView {
       attrs: { type: 'button' },
       onClick: () => this.show(this.view, this.offset + PAGE_ENTRIES)
     });
+    this.plumbing = el('button', {
+      className: 'jp-FlowerButton jp-FlowerTranscript-plumbing',
+      title: say('lab_plumbing_tip'),
+      attrs: { type: 'button', 'aria-pressed': 'false' },
+      onClick: () => {
+        this.everything = !this.everything;
+        void this.show(this.view, 0);
+      }
+    });
+    this.plumbing.hidden = true;
     this.status = el('span', { className: 'jp-FlowerTranscript-status' });
     this.list = el('ol', { className: 'jp-FlowerTranscript-list' });
     this.heading = el('h3', { className: 'jp-FlowerTranscript-title' });
@@ -126,6 +144,7 @@ export class TranscriptView {
         this.buttons.resumed,
         this.prev,
         this.next,
+        this.plumbing,
         this.status
       ]),
       this.list
@@ -135,6 +154,8 @@ export class TranscriptView {
 
   open(path: string, runDir: string, session: string): void {
     this.target = { path, runDir, session };
+    this.everything = false;
+    this.plumbingCount = 0;
     this.heading.textContent = say('lab_transcript_title', { session });
     this.node.hidden = false;
     void this.show(this.view, 0);
@@ -161,7 +182,16 @@ export class TranscriptView {
     const { path, runDir, session } = this.target;
     let page: ITranscriptPage;
     try {
-      page = await fetchTranscript(path, runDir, session, view, offset, PAGE_ENTRIES, this.settings);
+      page = await fetchTranscript(
+        path,
+        runDir,
+        session,
+        view,
+        offset,
+        PAGE_ENTRIES,
+        this.everything,
+        this.settings
+      );
     } catch (error) {
       if (ticket === this.request) {
         clear(this.list);
@@ -185,6 +215,13 @@ export class TranscriptView {
     this.status.textContent =
       say('lab_page', { first: page.total ? page.offset + 1 : 0, last, total: page.total }) +
       (page.view === 'resumed' ? say('lab_changed', { n: marks }) : '');
+    // The toggle says how many records it hides (or, pressed, how many it shows).
+    const records = page.all ? this.plumbingCount : page.hidden;
+    this.plumbingCount = records;
+    this.plumbing.hidden = records === 0;
+    this.plumbing.textContent = say('lab_plumbing', { n: records });
+    this.plumbing.classList.toggle('jp-mod-active', page.all);
+    this.plumbing.setAttribute('aria-pressed', String(page.all));
     this.prev.disabled = page.offset <= 0;
     this.next.disabled = last >= this.total;
     this.list.replaceChildren(...page.entries.map(e => this.item(e)));
@@ -199,9 +236,15 @@ export class TranscriptView {
         className: `jp-FlowerEntry-role jp-mod-${role.replace(/[^a-z]/gi, '')}`,
         text: role in ROLES ? say(ROLES[role]) : role
       }),
-      entry.isApiErrorMessage
-        ? el('span', { className: 'jp-FlowerEntry-badge jp-mod-apierror', text: say('lab_api_error') })
-        : null,
+      ownPlaceholder(entry)
+        ? el('span', {
+            className: 'jp-FlowerEntry-badge jp-mod-placeholder',
+            text: say('lab_placeholder'),
+            title: say('lab_placeholder_tip')
+          })
+        : entry.isApiErrorMessage
+          ? el('span', { className: 'jp-FlowerEntry-badge jp-mod-apierror', text: say('lab_api_error') })
+          : null,
       e.mark
         ? el('span', {
             className: `jp-FlowerEntry-badge jp-mod-${e.mark}`,

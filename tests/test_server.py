@@ -34,7 +34,7 @@ OUTSIDE_MARK = "OUTSIDE-THE-ROOT-do-not-serve"
 SID = "0b8f5a0e-3c1d-4e2a-9f6b-7a1c2d3e4f50"
 SID2 = "9d3c2b1a-0f9e-4d8c-8b7a-6f5e4d3c2b1a"
 ENTRIES = 250
-ROUTES = ("run", "transcript")
+ROUTES = ("run", "transcript", "rundirs", "words")
 VERBS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 
 
@@ -603,6 +603,39 @@ async def test_a_lineage_of_another_workspace_is_reported_not_used(call, layout)
     assert any("another workspace" in p for p in body["problems"])
 
 
+async def test_a_run_made_in_a_sub_folder_viewed_from_above_is_that_folders_run(call, layout):
+    """Issue 12 (4): no false "copied or moved" warning; the sub-folder's notes and sessions are read."""
+    sub = layout.proj / "sub"
+    (sub / "runs").mkdir(parents=True)
+    (sub / "runs" / "lineage.json").write_text(
+        json.dumps({"workspace": str(sub.resolve()), "woke": 1, "steps": {"a": SID}})
+    )
+    (sub / "runs" / "manifest.json").write_text(json.dumps([row("a")]))
+    (sub / ".flower" / "notes").mkdir(parents=True)
+    (sub / ".flower" / "notes" / "目标.md").write_text("# 目标\nX\n\n# 判定清单\n- a\n", encoding="utf-8")
+    write_db(sub / "runs" / "sessions.db", {f"{transcript.project_key(sub.resolve())}/{SID}": [entry(0, "from sub")]})
+    body = json.loads((await call("run", {"path": "proj", "run_dir": "sub/runs"})).body)
+    assert body["problems"] == [] and body["workspace"] == "proj/sub"
+    assert body["lineage"]["woke"] == 1 and body["wake"]["goal_checks"] == 1
+    page = json.loads((await call("transcript", {"path": "proj", "run_dir": "sub/runs", "session": SID})).body)
+    assert page["entries"][0]["entry"]["message"]["content"] == "from sub"
+    # a copy of that run dir in another folder still says it was copied
+    copy = layout.proj / "copy" / "runs"
+    copy.mkdir(parents=True)
+    (copy / "lineage.json").write_bytes((sub / "runs" / "lineage.json").read_bytes())
+    body = json.loads((await call("run", {"path": "proj/copy"})).body)
+    assert any("another workspace" in p for p in body["problems"])
+
+
+async def test_rundirs_lists_the_run_dirs_under_a_folder_runs_first(call, layout):
+    for rel in ("sub/runs", "a/b/exp", ".hidden2/runs", "a/b/c/d/too-deep"):
+        (layout.proj / rel).mkdir(parents=True)
+        (layout.proj / rel / "manifest.json").write_text("[]")
+    body = json.loads((await call("rundirs", {"path": "proj"})).body)
+    assert body["run_dirs"] == ["runs", "sub/runs", "a/b/exp"]
+    assert (await call("rundirs", {"path": "../x"})).code == 404
+
+
 # -- the transcript endpoint ----------------------------------------------------------------------------
 
 
@@ -673,6 +706,53 @@ async def test_a_chinese_server_says_its_panel_words_problems_and_errors_in_chin
     response = await call("transcript", {"path": "proj", "session": SID, "view": "cooked"})
     assert json.loads(response.body)["message"] == words.say("lab_bad_view", "zh", got="'cooked'")
     assert json.loads((await call("run", {"path": "../x"})).body)["message"] == words.say("lab_http_404", "zh")
+
+
+def _cli_session() -> list[dict[str, Any]]:
+    """A session as the Claude Code CLI stores it: the prompt queued (a copy of it), attachments, a
+    meta message, latch and last-prompt records around one tool call and one answer."""
+    return [
+        {"type": "queue-operation", "operation": "enqueue", "content": "tidy the CSVs"},
+        {"type": "queue-operation", "operation": "dequeue"},
+        {"type": "user", "uuid": "c-1", "message": {"role": "user", "content": "tidy the CSVs"}},
+        {"type": "attachment", "uuid": "c-2", "attachment": {"type": "date", "date": "2026-12-02"}},
+        {"type": "user", "uuid": "c-3", "isMeta": True, "message": {"role": "user", "content": "<caveat>"}},
+        {"type": "atis-latch"},
+        {
+            "type": "assistant",
+            "uuid": "c-4",
+            "message": {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "Read", "input": {}}],
+            },
+        },
+        {"type": "last-prompt"},
+        {
+            "type": "user",
+            "uuid": "c-5",
+            "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a,b"}]},
+        },
+        {"type": "assistant", "uuid": "c-6", "message": {"role": "assistant", "content": "done"}},
+        {"type": "mode", "mode": "default"},
+    ]
+
+
+async def test_a_transcript_shows_the_conversation_and_hides_the_clis_records_until_asked(call, layout):
+    """Issue 12 (4): the prompt once, the tool call and its result, the answer; the CLI's plumbing
+    (queue operations repeating the prompt, attachments, meta, latches) only with ``all=1``."""
+    sid = "5e5e5e5e-1111-4222-8333-944444444444"
+    write_db(layout.proj / "runs" / "sessions.db", {f"{transcript.project_key(layout.proj)}/{sid}": _cli_session()})
+    for view in ("raw", "resumed"):
+        body = json.loads((await call("transcript", {"path": "proj", "session": sid, "view": view})).body)
+        said = [(e["seq"], e["entry"].get("uuid")) for e in body["entries"]]
+        assert said == [(2, "c-1"), (6, "c-4"), (8, "c-5"), (9, "c-6")], view
+        assert (body["total"], body["hidden"], body["all"]) == (4, 7, False)
+        everything = json.loads(
+            (await call("transcript", {"path": "proj", "session": sid, "view": view, "all": "1"})).body
+        )
+        assert (everything["total"], everything["hidden"], len(everything["entries"])) == (11, 0, 11)
+    page = json.loads((await call("transcript", {"path": "proj", "session": sid, "offset": "2", "limit": "1"})).body)
+    assert [e["entry"]["uuid"] for e in page["entries"]] == ["c-5"]
 
 
 async def test_an_unknown_session_is_404(call, layout):

@@ -15,6 +15,7 @@ Guarantees:
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import threading
 from collections import OrderedDict
@@ -23,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from flower_magic.core.brief import Brief
+from flower_magic.core.durable import read_capped
 from flower_magic.core.goal import Goal
 from flower_magic.core.lineage import FILENAME as LINEAGE_NAME
-from flower_magic.core.lineage import Lineage
+from flower_magic.core.lineage import MAX_LINEAGE_BYTES, Lineage
 from flower_magic.core.rundir import BRIEF_NAME, GOAL_NAME, WORKBENCH_DIRNAME
 from flower_magic.core.words import say
 from flower_magic.panel import manifest_rows
@@ -78,6 +80,69 @@ def _wake(root: Path, workspace: Path, problems: list[str], lang: str) -> dict[s
     return facts
 
 
+# Where a folder's run dirs are looked for: this deep, this many entries read at most, this many kept.
+FIND_DEPTH = 3
+FIND_ENTRIES = 5000
+FIND_KEEP = 20
+_RUN_FILES = (LINEAGE_NAME, manifest_rows.FILENAME)
+
+
+def find_run_dirs(root: Path, workspace: Path) -> list[str]:
+    """The run dirs under ``workspace`` (relative ``/`` paths, ``runs`` first, then by name): folders
+    holding a lineage.json or a manifest.json, at most ``FIND_DEPTH`` deep, hidden folders and links
+    skipped, after reading at most ``FIND_ENTRIES`` directory entries."""
+    found: list[str] = []
+    budget = FIND_ENTRIES
+    level = [workspace]
+    for _ in range(FIND_DEPTH):
+        below: list[Path] = []
+        for folder in level:
+            try:
+                with os.scandir(folder) as entries:
+                    for entry in entries:
+                        budget -= 1
+                        if budget < 0:
+                            break
+                        if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
+                            continue
+                        path = Path(entry.path)
+                        if any(os.path.isfile(path / name) for name in _RUN_FILES):
+                            found.append(path.relative_to(workspace).as_posix())
+                        below.append(path)
+            except OSError:
+                continue
+            if budget < 0:
+                break
+        level = below
+    found.sort(key=lambda rel: (rel != "runs", rel.count("/"), rel))
+    return found[:FIND_KEEP]
+
+
+def _recorded_workspace(run_dir: Path) -> str | None:
+    try:
+        doc = json.loads(read_capped(run_dir / LINEAGE_NAME, MAX_LINEAGE_BYTES))
+    except (OSError, ValueError, RecursionError):
+        return None
+    recorded = doc.get("workspace") if isinstance(doc, dict) else None
+    return recorded if isinstance(recorded, str) and recorded else None
+
+
+def owner(root: Path, workspace: Path, run_dir: Path | None) -> Path:
+    """The workspace a run dir belongs to: the folder being viewed, unless lineage.json names another
+    folder under the root that holds the run dir (a run made in a sub-folder, viewed from above).
+    A run dir that lies outside the folder its lineage names was copied or moved: that is reported."""
+    recorded = _recorded_workspace(run_dir) if run_dir is not None else None
+    if run_dir is None or recorded is None:
+        return workspace
+    try:
+        named = Path(os.path.realpath(recorded))
+        if named == workspace or not run_dir.is_relative_to(named) or not named.is_dir():
+            return workspace
+        return inside(root, named)
+    except (Refused, OSError, ValueError):
+        return workspace
+
+
 def summarize(root: Path, workspace: Path, run_dir: Path | None, lang: str = "zh") -> dict[str, Any]:
     """The run in ``run_dir`` (``None``: there is none) of ``workspace``, both resolved under ``root``;
     ``problems`` are said in ``lang``.
@@ -86,6 +151,7 @@ def summarize(root: Path, workspace: Path, run_dir: Path | None, lang: str = "zh
         ManifestUnreadable: manifest.json exists but cannot be turned into rows.
     """
     problems: list[str] = []
+    workspace = owner(root, workspace, run_dir)
     body: dict[str, Any] = {
         "workspace": _rel(root, workspace),
         "run_dir": _rel(root, run_dir) if run_dir is not None else None,
@@ -122,18 +188,18 @@ def summarize(root: Path, workspace: Path, run_dir: Path | None, lang: str = "zh
     return body
 
 
-def _inputs(workspace: Path, run_dir: Path | None) -> list[Path]:
-    notes_dir = workspace.joinpath(*NOTES_DIR)
+def _inputs(root: Path, workspace: Path, run_dir: Path | None) -> list[Path]:
+    notes_dir = owner(root, workspace, run_dir).joinpath(*NOTES_DIR)
     files = [notes_dir / BRIEF_NAME, notes_dir / GOAL_NAME]
     if run_dir is not None:
         files += [run_dir / LINEAGE_NAME, run_dir / manifest_rows.FILENAME, run_dir / "sessions.db"]
     return files
 
 
-def stamp(workspace: Path, run_dir: Path | None) -> str:
+def stamp(root: Path, workspace: Path, run_dir: Path | None) -> str:
     """A short fingerprint of every file ``summarize`` reads; it changes whenever one of them does."""
     parts = [str(workspace), str(run_dir)]
-    for path in _inputs(workspace, run_dir):
+    for path in _inputs(root, workspace, run_dir):
         try:
             st = os.stat(path)
         except OSError:
@@ -162,7 +228,7 @@ class RunCache:
         Raises:
             ManifestUnreadable: as ``summarize``; nothing is cached then.
         """
-        tag = stamp(workspace, run_dir)
+        tag = stamp(root, workspace, run_dir)
         if tag == known:
             return tag, None
         key = (workspace, run_dir)

@@ -36,6 +36,8 @@ __all__ = [
     "MAX_PAGE_ENTRIES",
     "Page",
     "TranscriptError",
+    "conversation_page",
+    "is_conversation",
     "is_session_id",
     "merge_marks",
     "project_key",
@@ -63,6 +65,23 @@ def is_session_id(value: str) -> bool:
 class Page:
     total: int
     entries: list[dict[str, Any]]  # {"seq", "mark", "entry"}
+    hidden: int = 0  # the CLI's own records left out (``everything=False``)
+
+
+# What a person reads as the conversation: prompts, answers, tool calls and their results, hand-off
+# summaries. The rest is the Claude Code CLI's own bookkeeping (queue operations that repeat the
+# prompt, attachments, last-prompt, mode and latch records, meta messages).
+CONVERSATION_TYPES = ("user", "assistant", "summary")
+# The same test in SQL, on the stored text (CASE keeps json_extract off malformed payloads).
+_SQL_CONVERSATION = (
+    "CASE WHEN json_valid(payload) THEN json_extract(payload, '$.type') IN ('user', 'assistant', 'summary')"
+    " AND coalesce(json_extract(payload, '$.isMeta'), 0) = 0 ELSE 0 END"
+)
+
+
+def is_conversation(entry: Any) -> bool:
+    """``entry`` is part of the conversation rather than the CLI's bookkeeping."""
+    return isinstance(entry, dict) and entry.get("type") in CONVERSATION_TYPES and not entry.get("isMeta")
 
 
 def _connect(db: Path) -> sqlite3.Connection:
@@ -79,6 +98,65 @@ def _decode(payload: str) -> Any:
         return json.loads(payload)
     except ValueError:
         return {"type": "unreadable", "raw": payload[:2000]}
+
+
+_index_lock = threading.Lock()
+_index_last: tuple[tuple[Any, ...], list[tuple[int, int]], int] | None = None
+
+
+def _conversation_index(db: Path, key: str) -> tuple[list[tuple[int, int]], int]:
+    """((position, seq) of each conversation entry, count of all entries) of one session; the last
+    one built is kept until the store changes, so paging costs one indexed read per page."""
+    global _index_last
+    stamp = (str(db), key, _store_stamp(db))
+    with _index_lock:
+        if _index_last is not None and _index_last[0] == stamp:
+            return _index_last[1], _index_last[2]
+    conn = _connect(db)
+    try:
+        flags = conn.execute(
+            f"SELECT seq, {_SQL_CONVERSATION} FROM entries WHERE store_key = ? ORDER BY seq", (key,)
+        ).fetchall()
+    except sqlite3.Error as exc:
+        raise TranscriptError(503, "StoreUnreadable", "lab_store_read_failed", why=type(exc).__name__) from exc
+    finally:
+        conn.close()
+    if not flags:
+        raise TranscriptError(404, "NoSuchSession", "lab_no_session")
+    kept = [(position, seq) for position, (seq, keep) in enumerate(flags) if keep]
+    with _index_lock:
+        _index_last = (stamp, kept, len(flags))
+    return kept, len(flags)
+
+
+def conversation_page(db: Path, key: str, offset: int, limit: int) -> Page:
+    """Conversation entries ``offset`` .. ``offset+limit-1`` of store key ``key`` (``is_conversation``),
+    each with its position among all entries; ``hidden`` counts the CLI's records left out.
+
+    Raises:
+        TranscriptError: as ``raw_page``.
+    """
+    kept, total = _conversation_index(db, key)
+    wanted = kept[offset : offset + limit]
+    payloads: dict[int, str] = {}
+    if wanted:
+        conn = _connect(db)
+        try:
+            marks = ",".join("?" * len(wanted))
+            payloads = dict(
+                conn.execute(
+                    f"SELECT seq, payload FROM entries WHERE store_key = ? AND seq IN ({marks})",
+                    (key, *(seq for _, seq in wanted)),
+                ).fetchall()
+            )
+        except sqlite3.Error as exc:
+            raise TranscriptError(503, "StoreUnreadable", "lab_store_read_failed", why=type(exc).__name__) from exc
+        finally:
+            conn.close()
+    entries = [
+        {"seq": position, "mark": None, "entry": _decode(payloads[seq])} for position, seq in wanted if seq in payloads
+    ]
+    return Page(len(kept), entries, hidden=total - len(kept))
 
 
 def raw_page(db: Path, key: str, offset: int, limit: int) -> Page:
@@ -192,8 +270,9 @@ def _store_stamp(db: Path) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def resumed_page(db: Path, key: str, workspace: Path, offset: int, limit: int) -> Page:
-    """The session as a resume would send it to the model, with pruning's removals marked.
+def resumed_page(db: Path, key: str, workspace: Path, offset: int, limit: int, *, everything: bool = True) -> Page:
+    """The session as a resume would send it to the model, with pruning's removals marked; without
+    ``everything``, only its conversation (``is_conversation``).
 
     Raises:
         TranscriptError: as ``raw_page``.
@@ -211,4 +290,7 @@ def resumed_page(db: Path, key: str, workspace: Path, offset: int, limit: int) -
         marked = merge_marks(raw, list(view.entries), dropped=view.dropped, rewritten=view.rewritten, added=view.added)
         with _resumed_lock:
             _resumed_last = (cache_key, marked)
-    return Page(len(marked), marked[offset : offset + limit])
+    if everything:
+        return Page(len(marked), marked[offset : offset + limit])
+    shown = [m for m in marked if is_conversation(m["entry"])]
+    return Page(len(shown), shown[offset : offset + limit], hidden=len(marked) - len(shown))

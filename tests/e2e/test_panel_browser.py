@@ -114,7 +114,13 @@ def _transcript() -> list[dict[str, Any]]:
     ]
     for i in range(10, 130):
         out.append(e(i, "user" if i % 2 == 0 else "assistant", f"filler {i}"))
-    return out
+    # The CLI's own records around them: the prompt queued (a second copy of it), attachments.
+    plumbing = [
+        {"type": "queue-operation", "operation": "enqueue", "content": out[0]["message"]["content"]},
+        {"type": "queue-operation", "operation": "dequeue"},
+        {"type": "attachment", "attachment": {"type": "date", "date": "2026-12-02"}},
+    ]
+    return plumbing + out[:1] + [{"type": "last-prompt"}] + out[1:]
 
 
 def _write_run(ws: Path) -> None:
@@ -326,6 +332,15 @@ def test_panel_shows_the_run_follows_new_rows_and_opens_transcripts_without_a_ke
     assert "1–100 of 130" in page.locator(f"{PANEL} .jp-FlowerTranscript-status").inner_text()
     assert page.locator(f"{PANEL} .jp-FlowerEntry[data-mark='dropped']").count() == 0
     assert "<b>not bold</b>" in page.locator(f"{PANEL} .jp-FlowerEntry").first.inner_text()
+    # the conversation only: the prompt once, none of the CLI's records, until asked for
+    assert page.locator(f"{PANEL} .jp-FlowerEntry:has-text('Build a flower-shaped SVG logo')").count() == 1
+    plumbing = page.locator(f"{PANEL} .jp-FlowerTranscript-plumbing")
+    assert plumbing.inner_text() == "CLI records (4)"
+    plumbing.click()
+    page.wait_for_selector(f"{PANEL} .jp-FlowerTranscript-status:has-text('of 134')")
+    assert page.locator(f"{PANEL} .jp-FlowerEntry:has-text('Build a flower-shaped SVG logo')").count() == 2
+    plumbing.click()
+    page.wait_for_selector(f"{PANEL} .jp-FlowerTranscript-status:has-text('of 130')")
     page.eval_on_selector(f"{PANEL} .jp-FlowerTranscript-title", "e => e.scrollIntoView({block: 'start'})")
     _shot(page, "05-transcript-raw")
 
