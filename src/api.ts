@@ -135,6 +135,16 @@ export function fetchRun(
   return get<IRunSummary>('run', { path, run_dir: runDir }, settings, known);
 }
 
+/** The run dirs found under a folder (relative to it), `runs` first; [] when it cannot be read. */
+export async function fetchRunDirs(path: string, settings: ServerConnection.ISettings): Promise<string[]> {
+  try {
+    const body = await get<{ run_dirs: string[] }>('rundirs', { path }, settings);
+    return body?.run_dirs ?? [];
+  } catch {
+    return [];
+  }
+}
+
 export async function fetchTranscript(
   path: string,
   runDir: string,

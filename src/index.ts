@@ -56,7 +56,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     // launcher, a terminal), follow the file browser instead.
     const follow = () => {
       const folder = folderOf(labShell?.currentWidget ?? app.shell.currentWidget ?? null);
-      panel.setPath(folder ?? browser?.model.path ?? '');
+      panel.showRun(folder ?? browser?.model.path ?? '');
     };
     labShell?.currentChanged.connect(follow);
     browser?.model.pathChanged.connect(() => {
@@ -73,13 +73,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
         if (!panel.isAttached) {
           app.shell.add(panel, 'right', { rank: 600 });
         }
-        if (typeof args?.runDir === 'string') {
-          panel.setRunDir(args.runDir);
-        }
+        const runDir = typeof args?.runDir === 'string' ? args.runDir : undefined;
         if (typeof args?.path === 'string') {
-          panel.setPath(args.path);
+          panel.showRun(args.path, runDir);
         } else if (panel.currentPath === null) {
           follow();
+        } else if (runDir !== undefined) {
+          panel.showRun(panel.currentPath, runDir);
         }
         app.shell.activateById(panel.id);
       }

@@ -2,7 +2,7 @@ import { ServerConnection } from '@jupyterlab/services';
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
-import { ApiError, fetchRun, IRow, IRunSummary } from './api';
+import { ApiError, fetchRun, fetchRunDirs, IRow, IRunSummary } from './api';
 import { runChart } from './chart';
 import { clear, el } from './dom';
 import * as fmt from './format';
@@ -34,6 +34,9 @@ export class FlowerPanel extends Widget {
 
   private readonly where: HTMLElement;
   private readonly runDirInput: HTMLInputElement;
+  private readonly runDirChoices: HTMLDataListElement;
+  // The run dir was chosen (typed, picked, or sent by `%flower --panel`) for this folder.
+  private runDirChosen = false;
   private readonly notice: HTMLElement;
   private readonly summary: HTMLElement;
   private readonly problems: HTMLElement;
@@ -52,9 +55,18 @@ export class FlowerPanel extends Widget {
     this.runDirInput = el('input', {
       className: 'jp-FlowerPanel-runDir',
       title: say('lab_run_dir_tip'),
-      attrs: { type: 'text', value: DEFAULT_RUN_DIR, size: '8', 'aria-label': say('lab_run_dir') }
+      attrs: {
+        type: 'text',
+        value: DEFAULT_RUN_DIR,
+        size: '8',
+        list: 'jp-FlowerPanel-runDirs',
+        'aria-label': say('lab_run_dir')
+      }
     });
+    // The run dirs found under the folder, offered as the box's suggestions.
+    this.runDirChoices = el('datalist', { attrs: { id: 'jp-FlowerPanel-runDirs' } });
     this.runDirInput.addEventListener('change', () => {
+      this.runDirChosen = true;
       this.runDir = this.runDirInput.value.trim() || DEFAULT_RUN_DIR;
       this.reset();
       void this.refresh();
@@ -80,7 +92,10 @@ export class FlowerPanel extends Widget {
       el('header', { className: 'jp-FlowerPanel-header' }, [
         el('span', { className: 'jp-FlowerPanel-title', text: 'Flower' }),
         this.where,
-        el('label', { className: 'jp-FlowerPanel-runDirLabel', text: say('lab_run_dir') + ' ' }, [this.runDirInput]),
+        el('label', { className: 'jp-FlowerPanel-runDirLabel', text: say('lab_run_dir') + ' ' }, [
+          this.runDirInput,
+          this.runDirChoices
+        ]),
         reload
       ]),
       this.notice,
@@ -93,30 +108,48 @@ export class FlowerPanel extends Widget {
     );
   }
 
-  /** Read the run from `runDir` (relative to the folder); a new run dir clears the old run's view. */
-  setRunDir(runDir: string): void {
-    const next = runDir.trim() || DEFAULT_RUN_DIR;
-    if (next === this.runDir) {
-      return;
+  /**
+   * Follow a folder (relative to the server root), reading the run in `runDir` under it. Without
+   * `runDir` a new folder starts from its own run dirs: `runs` when it has one, else the first found;
+   * a choice made for one folder never carries over to another. A new folder or run dir clears the
+   * old run's view.
+   */
+  showRun(path: string, runDir?: string): void {
+    const newFolder = path !== this.path;
+    if (runDir !== undefined) {
+      this.runDirChosen = true;
+    } else if (newFolder) {
+      this.runDirChosen = false;
     }
-    this.runDir = next;
-    this.runDirInput.value = next;
-    this.reset();
-    if (this.path !== null) {
-      void this.refresh();
-    }
-  }
-
-  /** Follow a folder (relative to the server root). A new folder clears the old run's view. */
-  setPath(path: string): void {
-    if (path === this.path) {
+    const nextDir = (runDir ?? (newFolder ? DEFAULT_RUN_DIR : this.runDir)).trim() || DEFAULT_RUN_DIR;
+    if (!newFolder && nextDir === this.runDir) {
       return;
     }
     this.path = path;
+    this.runDir = nextDir;
+    this.runDirInput.value = nextDir;
     this.where.textContent = path === '' ? '/' : path;
     this.where.title = say('lab_folder', { path });
     this.reset();
     void this.refresh();
+    if (newFolder) {
+      void this.offerRunDirs(path);
+    }
+  }
+
+  /** Suggest the folder's run dirs, and move to the first when `runs` is not one and none was chosen. */
+  private async offerRunDirs(path: string): Promise<void> {
+    const found = await fetchRunDirs(path, this.settings);
+    if (path !== this.path) {
+      return; // the panel moved on meanwhile
+    }
+    this.runDirChoices.replaceChildren(...found.map(d => el('option', { attrs: { value: d } })));
+    if (!this.runDirChosen && found.length && !found.includes(this.runDir)) {
+      this.runDir = found[0];
+      this.runDirInput.value = found[0];
+      this.reset();
+      void this.refresh();
+    }
   }
 
   get currentPath(): string | null {

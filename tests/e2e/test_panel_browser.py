@@ -154,7 +154,7 @@ def _write_run(ws: Path) -> None:
     entries = _transcript()
     db.executemany(
         "INSERT INTO entries VALUES (?, ?, ?, ?)",
-        [(key, i, x["uuid"], json.dumps(x, ensure_ascii=False)) for i, x in enumerate(entries)],
+        [(key, i, x.get("uuid"), json.dumps(x, ensure_ascii=False)) for i, x in enumerate(entries)],
     )
     db.execute("INSERT INTO meta VALUES (?, ?, ?)", (key, 1, len(entries)))
     db.commit()
@@ -219,10 +219,16 @@ _SAID = """(panel) => {
   }
   return out.join('\\n');
 }"""
+# How far the panel, and its table, would scroll sideways: [0, 0] when everything fits.
+_SIDEWAYS = """(panel) => {
+  const p = document.querySelector(panel);
+  const t = p.querySelector('.jp-FlowerPanel-tableWrap');
+  return [p.scrollWidth - p.clientWidth, t.scrollWidth - t.clientWidth];
+}"""
 STEP_NAMES = ("确认需求", "设定目标", "干活", "判定")
 # Names a Chinese panel may carry: the product, file and folder names, the step-name suffixes it
 # explains, tool names in the transcript's part labels, a session "id".
-NAMES = {"Flower", "runs", "id", "retryN", "roundN", "N", "Write", "Read", "Bash", "K", "M"}
+NAMES = {"Flower", "flower", "runs", "id", "retryN", "roundN", "N", "Write", "Read", "Bash", "K", "M", "Claude", "Code"}
 
 
 def _other_language(page: Any, lang: str) -> list[str]:
@@ -269,8 +275,22 @@ def test_panel_shows_the_run_follows_new_rows_and_opens_transcripts_without_a_ke
     page.wait_for_selector(".lm-CommandPalette-item:has-text('Flower: Open run panel')")
     page.keyboard.press("Enter")
     page.wait_for_selector(PANEL, state="visible")
-    _widen_right_sidebar(page, 640)
     page.wait_for_function(f"document.querySelectorAll('{PANEL} tbody tr').length === {len(ROWS)}")
+
+    # (issue 12) a 300 px sidebar: nothing to scroll sideways, and a row's details card has every value
+    _widen_right_sidebar(page, 300)
+    assert page.evaluate(_SIDEWAYS, PANEL) == [0, 0]
+    page.click(f"{PANEL} tbody tr[data-index='2']")
+    card = page.locator(f"{PANEL} .jp-FlowerDetails").inner_text()
+    for value in ("$1.83", "41", "30 min 10 s", "3", "640.0K", "overloaded_error (529)", SID_RETIRED):
+        assert value in card, value
+    assert page.evaluate(_SIDEWAYS, PANEL) == [0, 0]
+    _shot(page, "00-panel-300px")
+    page.click(f"{PANEL} tbody tr[data-index='2']")  # closes the card
+    assert page.locator(f"{PANEL} #jp-FlowerPanel-runDirs option").evaluate_all("os => os.map(o => o.value)") == [
+        "runs"
+    ]
+    _widen_right_sidebar(page, 700)
 
     # (b) every manifest row, and the right totals
     assert page.locator(f"{PANEL} .jp-FlowerPanel-where").inner_text() == "demo"
@@ -382,7 +402,7 @@ def test_the_panel_speaks_the_servers_language(lab: Lab, page: Any, lab_lang: st
     assert label == say("lab_command", "zh")
     page.evaluate("window.jupyterapp.commands.execute('flower-magic:open', {path: 'demo'})")
     page.wait_for_selector(PANEL, state="visible")
-    _widen_right_sidebar(page, 640)
+    _widen_right_sidebar(page, 700)
     page.wait_for_function(f"document.querySelectorAll('{PANEL} tbody tr').length === {len(ROWS)}")
     assert _total(page, "step") == say("lab_steps", "zh", n=3)
     facts = page.locator(f"{PANEL} .jp-FlowerPanel-summary").inner_text()
