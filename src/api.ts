@@ -49,6 +49,7 @@ export interface IRunSummary {
   };
   rows: IRow[];
   totals: ITotals;
+  starts_over?: number[]; // when `--new` started the folder over (epoch seconds, oldest first)
   stamp: string;
   problems: string[];
 }

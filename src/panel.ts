@@ -251,7 +251,7 @@ export class FlowerPanel extends Widget {
           ]
         : [])
     );
-    this.table.update(data.rows, data.totals);
+    this.table.update(data.rows, data.totals, data.starts_over ?? []);
     if (this.selected) {
       const again = data.rows.find(r => r.index === this.selected?.index) ?? null;
       this.renderDetails(again);

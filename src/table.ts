@@ -142,14 +142,16 @@ export class RunTable {
   private rows: IRow[] = [];
   private totals: ITotals | null = null;
   private continued = new Set<number>();
+  private startsOver: number[] = [];
   private selected: number | null = null;
 
   constructor(private readonly onSelect: (row: IRow | null) => void) {
     this.node = el('table', { className: 'jp-FlowerTable' });
   }
 
-  update(rows: IRow[], totals: ITotals): void {
+  update(rows: IRow[], totals: ITotals, startsOver: number[] = []): void {
     this.rows = rows;
+    this.startsOver = startsOver;
     this.continued = continuedRows(rows);
     this.totals = totals;
     if (this.selected !== null && !rows.some(r => r.index === this.selected)) {
@@ -200,6 +202,29 @@ export class RunTable {
     });
   }
 
+  /**
+   * In manifest order, a line (the `--new` time) between the rows before and after each time the
+   * folder was started over; in any other order the rows alone, since the line would mean nothing.
+   */
+  private withStartsOver(rows: IRow[]): (IRow | number)[] {
+    if (this.sortKey !== 'index' || !this.ascending || !this.startsOver.length) {
+      return rows;
+    }
+    const out: (IRow | number)[] = [];
+    let next = 0;
+    for (const r of rows) {
+      const at = r.started_at ?? 0;
+      while (next < this.startsOver.length && this.startsOver[next] <= at) {
+        if (out.length) {
+          out.push(this.startsOver[next]);
+        }
+        next++;
+      }
+      out.push(r);
+    }
+    return out;
+  }
+
   private render(): void {
     const head = el(
       'tr',
@@ -221,8 +246,15 @@ export class RunTable {
     const body = el(
       'tbody',
       {},
-      this.sorted().map(r =>
-        el(
+      this.withStartsOver(this.sorted()).map(r =>
+        typeof r === 'number'
+          ? el('tr', { className: 'jp-FlowerTable-startOver' }, [
+              el('td', {
+                text: say('lab_started_over', { at: fmt.timestamp(r) }),
+                attrs: { colspan: String(COLUMNS.length) }
+              })
+            ])
+          : el(
           'tr',
           {
             className:

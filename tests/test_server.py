@@ -13,6 +13,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -625,6 +626,15 @@ async def test_a_run_made_in_a_sub_folder_viewed_from_above_is_that_folders_run(
     (copy / "lineage.json").write_bytes((sub / "runs" / "lineage.json").read_bytes())
     body = json.loads((await call("run", {"path": "proj/copy"})).body)
     assert any("another workspace" in p for p in body["problems"])
+
+
+async def test_run_says_when_new_started_the_folder_over(call, layout):
+    archive = layout.proj / ".flower" / "notes" / "archive"
+    for name in ("20260101-120000", "20260101-120000-1", "20251231-235959", "not-a-time", "20261399-000000"):
+        (archive / name).mkdir(parents=True)
+    body = json.loads((await call("run", {"path": "proj"})).body)
+    local = [time.mktime(time.strptime(t, "%Y%m%d-%H%M%S")) for t in ("20251231-235959", "20260101-120000")]
+    assert body["starts_over"] == [local[0], local[1], local[1]]
 
 
 async def test_rundirs_lists_the_run_dirs_under_a_folder_runs_first(call, layout):

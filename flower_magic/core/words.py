@@ -320,6 +320,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "lab_plumbing_tip": "也显示 Claude Code 命令行工具自己的记录:排队的提示、附件、元消息",
         "lab_placeholder": "停止标记",
         "lab_placeholder_tip": "flower 在上一轮停下处放的占位;从不发给模型",
+        "lab_started_over": "从这里重新开始(--new,{at})",
     },
     "en": {
         "wake_head": "<- picking up in {where}",
@@ -628,6 +629,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "lab_plumbing_tip": "Also show the Claude Code CLI's own bookkeeping: queued prompts, attachments, meta messages",
         "lab_placeholder": "stop mark",
         "lab_placeholder_tip": "flower's placeholder where the last round stopped; the model is never sent it",
+        "lab_started_over": "started over here (--new, {at})",
     },
 }
 

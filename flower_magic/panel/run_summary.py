@@ -17,7 +17,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +30,7 @@ from flower_magic.core.durable import read_capped
 from flower_magic.core.goal import Goal
 from flower_magic.core.lineage import FILENAME as LINEAGE_NAME
 from flower_magic.core.lineage import MAX_LINEAGE_BYTES, Lineage
-from flower_magic.core.rundir import BRIEF_NAME, GOAL_NAME, WORKBENCH_DIRNAME
+from flower_magic.core.rundir import ARCHIVE_DIRNAME, BRIEF_NAME, GOAL_NAME, WORKBENCH_DIRNAME
 from flower_magic.core.words import say
 from flower_magic.panel import manifest_rows
 from flower_magic.panel.confinement import Refused, inside
@@ -143,6 +145,30 @@ def owner(root: Path, workspace: Path, run_dir: Path | None) -> Path:
         return workspace
 
 
+# ``--new`` archives into ``.flower/notes/archive/<YYYYmmdd-HHMMSS>[-N]`` (core.lineage), local time.
+_ARCHIVE_NAME = re.compile(r"(\d{8}-\d{6})(?:-\d+)?")
+
+
+def starts_over(workspace: Path) -> list[float]:
+    """When ``--new`` started this workspace over (epoch seconds, oldest first), read from the names
+    of its archive folders; a folder whose name is not a time stamp is not counted."""
+    times: list[float] = []
+    folder = workspace.joinpath(*NOTES_DIR, ARCHIVE_DIRNAME)
+    try:
+        names = [] if folder.is_symlink() else os.listdir(folder)
+    except OSError:
+        return times
+    for name in names:
+        match = _ARCHIVE_NAME.fullmatch(name)
+        if match is None:
+            continue
+        try:
+            times.append(time.mktime(time.strptime(match.group(1), "%Y%m%d-%H%M%S")))
+        except (ValueError, OverflowError):
+            continue
+    return sorted(times)
+
+
 def summarize(root: Path, workspace: Path, run_dir: Path | None, lang: str = "zh") -> dict[str, Any]:
     """The run in ``run_dir`` (``None``: there is none) of ``workspace``, both resolved under ``root``;
     ``problems`` are said in ``lang``.
@@ -163,6 +189,7 @@ def summarize(root: Path, workspace: Path, run_dir: Path | None, lang: str = "zh
         "lang": lang,
     }
     body["wake"] = _wake(root, workspace, problems, lang)
+    body["starts_over"] = starts_over(workspace)
     if run_dir is None:
         return body
     for name, handle in ((LINEAGE_NAME, "lineage"), (manifest_rows.FILENAME, "manifest")):
@@ -190,7 +217,7 @@ def summarize(root: Path, workspace: Path, run_dir: Path | None, lang: str = "zh
 
 def _inputs(root: Path, workspace: Path, run_dir: Path | None) -> list[Path]:
     notes_dir = owner(root, workspace, run_dir).joinpath(*NOTES_DIR)
-    files = [notes_dir / BRIEF_NAME, notes_dir / GOAL_NAME]
+    files = [notes_dir / BRIEF_NAME, notes_dir / GOAL_NAME, notes_dir / ARCHIVE_DIRNAME]
     if run_dir is not None:
         files += [run_dir / LINEAGE_NAME, run_dir / manifest_rows.FILENAME, run_dir / "sessions.db"]
     return files

@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -83,7 +84,11 @@ NEW_ROW = _row(
     duration_s=95.0,
     ok=False,
     error="judge: goal 2 not met",
+    started_at=1_767_000_600.0,
+    ended_at=1_767_000_695.0,
 )
+# A `--new` between the first three rows and the new one (an archive folder named for its local time).
+STARTED_OVER = time.strftime("%Y%m%d-%H%M%S", time.localtime(1_767_000_300))
 
 
 def _transcript() -> list[dict[str, Any]]:
@@ -275,7 +280,7 @@ def test_panel_shows_the_run_follows_new_rows_and_opens_transcripts_without_a_ke
     page.wait_for_selector(".lm-CommandPalette-item:has-text('Flower: Open run panel')")
     page.keyboard.press("Enter")
     page.wait_for_selector(PANEL, state="visible")
-    page.wait_for_function(f"document.querySelectorAll('{PANEL} tbody tr').length === {len(ROWS)}")
+    page.wait_for_function(f"document.querySelectorAll('{PANEL} tbody tr.jp-FlowerTable-row').length === {len(ROWS)}")
 
     # (issue 12) a 300 px sidebar: nothing to scroll sideways, and a row's details card has every value
     _widen_right_sidebar(page, 300)
@@ -313,14 +318,19 @@ def test_panel_shows_the_run_follows_new_rows_and_opens_transcripts_without_a_ke
     page.click(f"{PANEL} th[data-key='index']")
     assert _rows(page) == [r["step"] for r in ROWS]
 
-    # another process appends a row: it shows up without a reload
+    # another process appends a row after a --new: it shows up without a reload, under a line
+    (lab.root / "demo" / ".flower" / "notes" / "archive" / STARTED_OVER).mkdir(parents=True)
     _append_row_from_another_process(lab.root / "demo" / "runs" / "manifest.json")
     page.wait_for_function(
-        f"document.querySelectorAll('{PANEL} tbody tr').length === {len(ROWS) + 1}", timeout=NEW_ROW_DEADLINE_MS
+        f"document.querySelectorAll('{PANEL} tbody tr.jp-FlowerTable-row').length === {len(ROWS) + 1}",
+        timeout=NEW_ROW_DEADLINE_MS,
     )
     assert _rows(page)[-1] == NEW_ROW["step"]
     assert _total(page, "cost") == "$2.40"
     assert page.locator(f"{PANEL} tbody tr.jp-mod-failed").count() == 1
+    body = page.locator(f"{PANEL} tbody tr").evaluate_all("rs => rs.map(r => r.className)")
+    assert body[-2:] == ["jp-FlowerTable-startOver", "jp-FlowerTable-row jp-mod-failed"]
+    assert "started over here (--new" in page.locator(f"{PANEL} .jp-FlowerTable-startOver").inner_text()
     _shot(page, "02-panel-new-row")
 
     # a half-written manifest: the last good table stays, with a stale notice
@@ -403,7 +413,7 @@ def test_the_panel_speaks_the_servers_language(lab: Lab, page: Any, lab_lang: st
     page.evaluate("window.jupyterapp.commands.execute('flower-magic:open', {path: 'demo'})")
     page.wait_for_selector(PANEL, state="visible")
     _widen_right_sidebar(page, 700)
-    page.wait_for_function(f"document.querySelectorAll('{PANEL} tbody tr').length === {len(ROWS)}")
+    page.wait_for_function(f"document.querySelectorAll('{PANEL} tbody tr.jp-FlowerTable-row').length === {len(ROWS)}")
     assert _total(page, "step") == say("lab_steps", "zh", n=3)
     facts = page.locator(f"{PANEL} .jp-FlowerPanel-summary").inner_text()
     assert say("lab_woke", "zh", n=2) in facts and say("lab_brief_done", "zh") in facts
