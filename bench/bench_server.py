@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -90,6 +91,21 @@ def timed_get(url: str, token: str) -> tuple[float, int, int]:
         body = response.read()
         status = response.status
     return (time.perf_counter() - start) * 1000, status, len(body)
+
+
+def poll(url: str, token: str, etag: str = "") -> tuple[int, int, str, dict]:
+    """One panel poll: (status, body bytes, ETag, body) — 304 reads as no body."""
+    headers = {"Authorization": f"token {token}"}
+    if etag:
+        headers["If-None-Match"] = etag
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=60) as response:
+            body = response.read()
+            return response.status, len(body), response.headers.get("Etag", ""), json.loads(body)
+    except urllib.error.HTTPError as exc:
+        if exc.code != 304:
+            raise
+        return 304, len(exc.read()), etag, {}
 
 
 def report(name: str, samples: list[float], size: int, target_ms: float) -> None:
@@ -192,6 +208,20 @@ def main() -> None:
             report(f"run, {args.rows} rows, a step's row added", appended, size, 100)
             report(f"run, {args.rows} rows, manifest unchanged", warm, size, 100)
 
+            # What a polling panel transfers (issue 12): the whole table once, then nothing while the
+            # run is unchanged, then only the rows a step adds.
+            status, first, etag, held = poll(run_url, token)
+            unchanged = poll(run_url, token, etag)
+            own_rows.append({"step": "干活#round-poll", "session_id": SID, "ok": True, "cost_usd": 0.01})
+            manifest.persist(runs, run_id, own_rows)
+            have = urllib.parse.urlencode({"have": held.get("rows_mark", "")})
+            status, added, _, tail = poll(f"{run_url}&{have}", token, etag)
+            print(
+                f"bytes per poll, {args.rows} rows: first {first:,}; unchanged HTTP {unchanged[0]} "
+                f"{unchanged[1]:,}; one row added {added:,} (rows sent {len(tail.get('rows', []))}, "
+                f"{added / first:.2%} of the whole)"
+            )
+
             for where, offset in (("first", 0), ("middle", args.entries // 2), ("last", args.entries - 200)):
                 url = f"{base}/flower/api/transcript?" + urllib.parse.urlencode(
                     {"path": "bench", "session": SID, "offset": offset, "limit": 200}
@@ -201,7 +231,7 @@ def main() -> None:
                     ms, status, size = timed_get(url, token)
                     assert status == 200, status
                     samples.append(ms)
-                report(f"transcript raw, {args.entries} entries, {where} page", samples, size, 200)
+                report(f"transcript, {args.entries} entries, {where} page", samples, size, 200)
 
             url = f"{base}/flower/api/transcript?" + urllib.parse.urlencode(
                 {"path": "bench", "session": SID, "view": "resumed", "offset": 0, "limit": 200}

@@ -2,9 +2,11 @@
 
 Routes, under ``{base_url}flower/api/``:
 
-- ``GET run?path=<dir>&run_dir=runs``: the run of a directory relative to the server root: lineage,
-  wake facts, manifest rows (shaped for display), totals, ``problems``, and an ``ETag`` for cheap
-  polling (``If-None-Match`` -> 304 while nothing changed).
+- ``GET run?path=<dir>&run_dir=runs&have=<rows_mark>``: the run of a directory relative to the server
+  root: lineage, wake facts, manifest rows (shaped for display), totals, ``problems``, and an ``ETag``
+  for cheap polling (``If-None-Match`` -> 304 while nothing changed). A client that sends the
+  ``rows_mark`` of the rows it holds gets, while those are unchanged, only the rows after them
+  (``rows_from`` says how many it keeps).
 - ``GET transcript?path=<dir>&run_dir=runs&session=<uuid>&view=raw|resumed&offset=0&limit=200&all=0``:
   one page of a session's transcript from ``sessions.db``: its conversation, or with ``all=1`` the
   Claude Code CLI's own records too (``hidden`` counts those left out).
@@ -201,7 +203,10 @@ class RunHandler(_ReadOnlyHandler):
             raise web.HTTPError(404) from exc
         known = (self.request.headers.get("If-None-Match") or "").strip().strip('"')
         try:
-            tag, body = await asyncio.to_thread(self.panel.runs.get, self.panel.root, workspace, run_dir, known=known)
+            have = self.arg("have", "")[:64]  # "<rows held>:<their rows_mark digest>"
+            tag, body = await asyncio.to_thread(
+                self.panel.runs.get, self.panel.root, workspace, run_dir, known=known, have=have
+            )
         except ManifestUnreadable as exc:
             self.fail(exc)
             return

@@ -50,6 +50,8 @@ export interface IRunSummary {
   rows: IRow[];
   totals: ITotals;
   starts_over?: number[]; // when `--new` started the folder over (epoch seconds, oldest first)
+  rows_mark?: string; // names these rows; sent back as `have`, it gets only the rows after them
+  rows_from?: number; // this reply holds the rows after the first `rows_from` the client has
   stamp: string;
   problems: string[];
 }
@@ -127,13 +129,23 @@ async function get<T>(
 }
 
 /** The run of a folder, or null when it is unchanged since the summary whose `stamp` is `known`. */
-export function fetchRun(
+export async function fetchRun(
   path: string,
   runDir: string,
   settings: ServerConnection.ISettings,
-  known = ''
+  held: IRunSummary | null = null
 ): Promise<IRunSummary | null> {
-  return get<IRunSummary>('run', { path, run_dir: runDir }, settings, known);
+  const query: Record<string, string> = { path, run_dir: runDir };
+  if (held?.rows_mark) {
+    query.have = held.rows_mark;
+  }
+  const data = await get<IRunSummary>('run', query, settings, held?.stamp ?? '');
+  if (data && typeof data.rows_from === 'number') {
+    // Only the rows after those we hold came: put the table back together.
+    data.rows = [...(held?.rows ?? []).slice(0, data.rows_from), ...data.rows];
+    delete data.rows_from;
+  }
+  return data;
 }
 
 /** The run dirs found under a folder (relative to it), `runs` first; [] when it cannot be read. */

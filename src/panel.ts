@@ -179,7 +179,7 @@ export class FlowerPanel extends Widget {
     const generation = this.generation;
     this.inFlight = true;
     try {
-      const data = await fetchRun(this.path, this.runDir, this.settings, this.data?.stamp ?? '');
+      const data = await fetchRun(this.path, this.runDir, this.settings, this.data);
       if (generation !== this.generation) {
         return;
       }

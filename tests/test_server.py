@@ -628,6 +628,29 @@ async def test_a_run_made_in_a_sub_folder_viewed_from_above_is_that_folders_run(
     assert any("another workspace" in p for p in body["problems"])
 
 
+async def test_a_client_holding_the_rows_gets_only_the_new_ones(call, layout):
+    """Issue 12 (4): a changed poll of a run that appended sends the new rows, not the whole table."""
+    manifest = layout.proj / "runs" / "manifest.json"
+    rows = [row(f"step {i}") for i in range(50)]
+    manifest.write_text(json.dumps(rows, indent=2, ensure_ascii=False), encoding="utf-8")  # flower's layout
+    full = json.loads((await call("run", {"path": "proj"})).body)
+    assert len(full["rows"]) == 50 and full["rows_mark"].startswith("50:") and "rows_from" not in full
+
+    manifest.write_text(json.dumps([*rows, row("step 50")], indent=2, ensure_ascii=False), encoding="utf-8")
+    response = await call("run", {"path": "proj", "have": full["rows_mark"]})
+    tail = json.loads(response.body)
+    assert tail["rows_from"] == 50 and [r["step"] for r in tail["rows"]] == ["step 50"]
+    assert tail["rows"][0]["index"] == 50 and tail["totals"]["steps"] == 51 and tail["rows_mark"].startswith("51:")
+    assert len(response.body) < len(json.dumps(full)) / 10
+
+    # an earlier row changed, or a mark that names nothing: the whole table
+    rows[3]["ok"] = False
+    manifest.write_text(json.dumps([*rows, row("step 50")], indent=2, ensure_ascii=False), encoding="utf-8")
+    for have in (tail["rows_mark"], full["rows_mark"], "50:0000", "x", "9" * 5000, "0:"):
+        body = json.loads((await call("run", {"path": "proj", "have": have})).body)
+        assert "rows_from" not in body and len(body["rows"]) == 51, have[:20]
+
+
 async def test_run_says_when_new_started_the_folder_over(call, layout):
     archive = layout.proj / ".flower" / "notes" / "archive"
     for name in ("20260101-120000", "20260101-120000-1", "20251231-235959", "not-a-time", "20261399-000000"):
@@ -763,6 +786,29 @@ async def test_a_transcript_shows_the_conversation_and_hides_the_clis_records_un
         assert (everything["total"], everything["hidden"], len(everything["entries"])) == (11, 0, 11)
     page = json.loads((await call("transcript", {"path": "proj", "session": sid, "offset": "2", "limit": "1"})).body)
     assert [e["entry"]["uuid"] for e in page["entries"]] == ["c-5"]
+
+    # the session grows while a run writes it: the new entries appear, at their positions
+    key = f"{transcript.project_key(layout.proj)}/{sid}"
+    db = sqlite3.connect(layout.proj / "runs" / "sessions.db")
+    more = [{"type": "attachment"}, {"type": "user", "uuid": "c-7", "message": {"role": "user", "content": "more"}}]
+    db.executemany(
+        "INSERT INTO entries VALUES (?, ?, ?, ?)", [(key, 11 + i, None, json.dumps(e)) for i, e in enumerate(more)]
+    )
+    db.commit()
+    body = json.loads((await call("transcript", {"path": "proj", "session": sid})).body)
+    assert [(e["seq"], e["entry"].get("uuid")) for e in body["entries"]][-1] == (12, "c-7") and body["hidden"] == 8
+    # ...and when something before the end goes away, the index is built again
+    db.execute("DELETE FROM entries WHERE store_key = ? AND seq <= 1", (key,))
+    db.commit()
+    db.close()
+    body = json.loads((await call("transcript", {"path": "proj", "session": sid})).body)
+    assert [(e["seq"], e["entry"].get("uuid")) for e in body["entries"]] == [
+        (0, "c-1"),
+        (4, "c-4"),
+        (6, "c-5"),
+        (7, "c-6"),
+        (10, "c-7"),
+    ]
 
 
 async def test_an_unknown_session_is_404(call, layout):

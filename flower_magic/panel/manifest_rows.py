@@ -20,6 +20,7 @@ Not guaranteed:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -125,6 +126,18 @@ class Manifest:
     rows: list[dict[str, Any]]
     totals: dict[str, Any]
     skipped: int
+    # Each row's bytes, when the file has the layout flower writes (see ``prefix_mark``).
+    pieces: list[bytes] | None = None
+
+
+def prefix_mark(pieces: list[bytes], count: int) -> str:
+    """``"<count>:<digest>"`` of the first ``count`` rows' bytes: equal marks mean those rows are the
+    same, so a client holding them needs only the rows after them."""
+    digest = hashlib.sha1()
+    for piece in pieces[:count]:
+        digest.update(len(piece).to_bytes(8, "little"))
+        digest.update(piece)
+    return f"{count}:{digest.hexdigest()[:24]}"
 
 
 # Manifests whose rows are remembered by their bytes (a few open panels is the usual case).
@@ -136,8 +149,8 @@ _remembered: OrderedDict[Path, dict[bytes, _Kept]] = OrderedDict()
 _remembered_lock = threading.Lock()
 
 
-def _rows_by_piece(path: Path, data: bytes) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
-    """(shaped rows, totals) of a canonical-layout file, reusing rows seen in this file before;
+def _rows_by_piece(path: Path, data: bytes) -> tuple[list[dict[str, Any]], dict[str, Any], list[bytes]] | None:
+    """(shaped rows, totals, row bytes) of a canonical-layout file, reusing rows seen in this file before;
     None when the file does not have that layout after all (the caller parses it whole)."""
     pieces = manifest.canonical_pieces(data)
     if pieces is None:
@@ -163,7 +176,7 @@ def _rows_by_piece(path: Path, data: bytes) -> tuple[list[dict[str, Any]], dict[
         _remembered.move_to_end(path)
         while len(_remembered) > REMEMBERED_FILES:
             _remembered.popitem(last=False)
-    return rows, _with_ok(manifest.sum_totals(shares), rows)
+    return rows, _with_ok(manifest.sum_totals(shares), rows), pieces
 
 
 def read(path: Path) -> Manifest | None:
@@ -192,7 +205,8 @@ def read(path: Path) -> Manifest | None:
     with gc_paused():
         by_piece = _rows_by_piece(path, raw_bytes)
         if by_piece is not None:
-            return Manifest(*by_piece, skipped=0)
+            rows, sums, pieces = by_piece
+            return Manifest(rows, sums, 0, pieces)
         try:
             data = manifest.parse_json(raw_bytes)  # the CLI's reader: a BOM is fine, big integers exact
         except (ValueError, RecursionError) as exc:

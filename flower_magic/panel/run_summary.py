@@ -22,6 +22,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -176,6 +177,14 @@ def summarize(root: Path, workspace: Path, run_dir: Path | None, lang: str = "zh
     Raises:
         ManifestUnreadable: manifest.json exists but cannot be turned into rows.
     """
+    return _summarize(root, workspace, run_dir, lang)[0]
+
+
+def _summarize(
+    root: Path, workspace: Path, run_dir: Path | None, lang: str
+) -> tuple[dict[str, Any], list[bytes] | None]:
+    """``summarize``, with the manifest's row bytes when it has flower's layout (for ``rows_mark``)."""
+    pieces: list[bytes] | None = None
     problems: list[str] = []
     workspace = owner(root, workspace, run_dir)
     body: dict[str, Any] = {
@@ -191,7 +200,7 @@ def summarize(root: Path, workspace: Path, run_dir: Path | None, lang: str = "zh
     body["wake"] = _wake(root, workspace, problems, lang)
     body["starts_over"] = starts_over(workspace)
     if run_dir is None:
-        return body
+        return body, pieces
     for name, handle in ((LINEAGE_NAME, "lineage"), (manifest_rows.FILENAME, "manifest")):
         path = run_dir / name
         if os.path.lexists(path):
@@ -209,10 +218,13 @@ def summarize(root: Path, workspace: Path, run_dir: Path | None, lang: str = "zh
             if manifest is not None:
                 body["rows"] = manifest.rows
                 body["totals"] = manifest.totals
+                pieces = manifest.pieces
+                if pieces is not None:
+                    body["rows_mark"] = manifest_rows.prefix_mark(pieces, len(pieces))
                 if manifest.skipped:
                     problems.append(say("lab_rows_skipped", lang, n=manifest.skipped))
     body["has_sessions"] = os.path.isfile(run_dir / "sessions.db")
-    return body
+    return body, pieces
 
 
 def _inputs(root: Path, workspace: Path, run_dir: Path | None) -> list[Path]:
@@ -241,16 +253,24 @@ CACHE_ENTRIES = 8
 
 
 class RunCache:
-    """Encoded run summaries keyed by their inputs' fingerprint (see ``stamp``); thread-safe."""
+    """Run summaries keyed by their inputs' fingerprint (see ``stamp``), encoded; thread-safe.
+
+    A client that holds the rows of an earlier summary sends their ``rows_mark``; while those rows are
+    unchanged (the usual case: a run appends), it gets only the rows after them (``rows_from``), so a
+    poll of a 10,000-row run costs the new rows, not the whole table.
+    """
 
     def __init__(self, encode: Callable[[dict[str, Any]], bytes], lang: str = "zh") -> None:
         self._encode = encode
         self._lang = lang
         self._lock = threading.Lock()
-        self._entries: OrderedDict[tuple[Path, Path | None], tuple[str, bytes]] = OrderedDict()
+        self._entries: OrderedDict[tuple[Path, Path | None], _Entry] = OrderedDict()
 
-    def get(self, root: Path, workspace: Path, run_dir: Path | None, *, known: str = "") -> tuple[str, bytes | None]:
-        """(fingerprint, encoded summary); the summary is ``None`` when ``known`` is still current.
+    def get(
+        self, root: Path, workspace: Path, run_dir: Path | None, *, known: str = "", have: str = ""
+    ) -> tuple[str, bytes | None]:
+        """(fingerprint, encoded summary); the summary is ``None`` when ``known`` is still current, and
+        holds only the rows after the first ``n`` when ``have`` is their current ``rows_mark``.
 
         Raises:
             ManifestUnreadable: as ``summarize``; nothing is cached then.
@@ -261,15 +281,34 @@ class RunCache:
         key = (workspace, run_dir)
         with self._lock:
             hit = self._entries.get(key)
-            if hit is not None and hit[0] == tag:
+            if hit is not None and hit.tag == tag:
                 self._entries.move_to_end(key)
-                return hit
-        body = summarize(root, workspace, run_dir, self._lang)
-        body["stamp"] = tag
-        encoded = self._encode(body)
-        with self._lock:
-            self._entries[key] = (tag, encoded)
-            self._entries.move_to_end(key)
-            while len(self._entries) > CACHE_ENTRIES:
-                self._entries.popitem(last=False)
-        return tag, encoded
+        if hit is None or hit.tag != tag:
+            body, pieces = _summarize(root, workspace, run_dir, self._lang)
+            body["stamp"] = tag
+            hit = _Entry(tag, self._encode(body), body, pieces)
+            with self._lock:
+                self._entries[key] = hit
+                self._entries.move_to_end(key)
+                while len(self._entries) > CACHE_ENTRIES:
+                    self._entries.popitem(last=False)
+        return tag, hit.tail(have, self._encode)
+
+
+@dataclass(frozen=True)
+class _Entry:
+    tag: str
+    encoded: bytes
+    body: dict[str, Any]
+    pieces: list[bytes] | None
+
+    def tail(self, have: str, encode: Callable[[dict[str, Any]], bytes]) -> bytes:
+        """The whole summary, or only the rows after the ``n`` that ``have`` (a ``rows_mark``) names
+        when those are unchanged."""
+        count_text, _, _ = have.partition(":")
+        if self.pieces is None or not count_text.isdigit() or len(count_text) > 9:
+            return self.encoded
+        count = int(count_text)
+        if not 0 < count <= len(self.pieces) or manifest_rows.prefix_mark(self.pieces, count) != have:
+            return self.encoded
+        return encode({**self.body, "rows": self.body["rows"][count:], "rows_from": count})

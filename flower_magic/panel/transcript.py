@@ -23,6 +23,7 @@ import os
 import re
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,33 +101,55 @@ def _decode(payload: str) -> Any:
         return {"type": "unreadable", "raw": payload[:2000]}
 
 
+@dataclass
+class _Index:
+    last_seq: int  # the highest seq read
+    total: int  # entries up to last_seq
+    kept: list[tuple[int, int]]  # (position, seq) of each conversation entry
+
+
 _index_lock = threading.Lock()
-_index_last: tuple[tuple[Any, ...], list[tuple[int, int]], int] | None = None
+# (db, store key) -> its index; a few sessions open in panels is the usual case.
+_indexes: OrderedDict[tuple[str, str], _Index] = OrderedDict()
+INDEXES_KEPT = 8
 
 
 def _conversation_index(db: Path, key: str) -> tuple[list[tuple[int, int]], int]:
-    """((position, seq) of each conversation entry, count of all entries) of one session; the last
-    one built is kept until the store changes, so paging costs one indexed read per page."""
-    global _index_last
-    stamp = (str(db), key, _store_stamp(db))
+    """((position, seq) of each conversation entry, count of all entries) of one session.
+
+    A session grows at its end while a run writes it, so the index is extended with the entries after
+    the last one read (one indexed count checks nothing before them went away); anything else
+    rebuilds it. Viewing a live 100,000-entry session costs the new entries, not all of them.
+    """
     with _index_lock:
-        if _index_last is not None and _index_last[0] == stamp:
-            return _index_last[1], _index_last[2]
+        known = _indexes.get((str(db), key))
     conn = _connect(db)
     try:
+        if known is not None:
+            (still,) = conn.execute(
+                "SELECT count(*) FROM entries WHERE store_key = ? AND seq <= ?", (key, known.last_seq)
+            ).fetchone()
+            if still != known.total:
+                known = None
+        base = known or _Index(-1, 0, [])
         flags = conn.execute(
-            f"SELECT seq, {_SQL_CONVERSATION} FROM entries WHERE store_key = ? ORDER BY seq", (key,)
+            f"SELECT seq, {_SQL_CONVERSATION} FROM entries WHERE store_key = ? AND seq > ? ORDER BY seq",
+            (key, base.last_seq),
         ).fetchall()
     except sqlite3.Error as exc:
         raise TranscriptError(503, "StoreUnreadable", "lab_store_read_failed", why=type(exc).__name__) from exc
     finally:
         conn.close()
-    if not flags:
+    kept = base.kept + [(base.total + i, seq) for i, (seq, keep) in enumerate(flags) if keep]
+    index = _Index(flags[-1][0] if flags else base.last_seq, base.total + len(flags), kept)
+    if index.total == 0:
         raise TranscriptError(404, "NoSuchSession", "lab_no_session")
-    kept = [(position, seq) for position, (seq, keep) in enumerate(flags) if keep]
     with _index_lock:
-        _index_last = (stamp, kept, len(flags))
-    return kept, len(flags)
+        _indexes[(str(db), key)] = index
+        _indexes.move_to_end((str(db), key))
+        while len(_indexes) > INDEXES_KEPT:
+            _indexes.popitem(last=False)
+    return index.kept, index.total
 
 
 def conversation_page(db: Path, key: str, offset: int, limit: int) -> Page:

@@ -318,6 +318,14 @@ def test_panel_shows_the_run_follows_new_rows_and_opens_transcripts_without_a_ke
     page.click(f"{PANEL} th[data-key='index']")
     assert _rows(page) == [r["step"] for r in ROWS]
 
+    # polling: while nothing changes the browser gets 304s with no body (the ETag at work)
+    polls: list[Any] = []
+    page.on("response", lambda r: polls.append(r) if "/flower/api/run?" in r.url else None)
+    page.wait_for_timeout(3500)  # one poll interval and a bit
+    unchanged = [r for r in polls if r.status == 304]
+    assert unchanged and all(r.request.sizes()["responseBodySize"] == 0 for r in unchanged)
+    polls.clear()
+
     # another process appends a row after a --new: it shows up without a reload, under a line
     (lab.root / "demo" / ".flower" / "notes" / "archive" / STARTED_OVER).mkdir(parents=True)
     _append_row_from_another_process(lab.root / "demo" / "runs" / "manifest.json")
@@ -328,6 +336,9 @@ def test_panel_shows_the_run_follows_new_rows_and_opens_transcripts_without_a_ke
     assert _rows(page)[-1] == NEW_ROW["step"]
     assert _total(page, "cost") == "$2.40"
     assert page.locator(f"{PANEL} tbody tr.jp-mod-failed").count() == 1
+    # ...and that poll carried only the new row (the panel held the first three)
+    changed = [r.json() for r in polls if r.status == 200]
+    assert [(c.get("rows_from"), len(c["rows"])) for c in changed][:1] == [(len(ROWS), 1)]
     body = page.locator(f"{PANEL} tbody tr").evaluate_all("rs => rs.map(r => r.className)")
     assert body[-2:] == ["jp-FlowerTable-startOver", "jp-FlowerTable-row jp-mod-failed"]
     assert "started over here (--new" in page.locator(f"{PANEL} .jp-FlowerTable-startOver").inner_text()
