@@ -229,7 +229,9 @@ export class FlowerPanel extends Widget {
           fmt.duration(data.totals.duration_s),
           count(data.totals.retries, 'lab_retry_1', 'lab_retries'),
           count(data.totals.handoffs, 'lab_handoff_1', 'lab_handoffs'),
-          say('lab_woke', { n: data.lineage.woke })
+          // The latest wake, worded as the step header of that wake says it (the banner before a
+          // %flower names the wake it is about to start: this one plus one).
+          ...(data.lineage.woke > 0 ? [say('lab_woke', { n: data.lineage.woke })] : [])
         ]
       : [say('lab_no_run', { dir: data.run_dir ?? this.runDir + '/' })];
     bits.push(say(w.brief_complete ? 'lab_brief_done' : w.has_brief ? 'lab_brief_partial' : 'lab_brief_none'));

@@ -23,6 +23,7 @@ import pytest
 
 from flower_magic.core.words import say
 from flower_magic.panel.transcript import project_key
+from tests.e2e.contrast import low_contrast
 from tests.e2e.lab import SCREENSHOTS, Lab, chromium_page, running_lab
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -308,7 +309,7 @@ def test_panel_shows_the_run_follows_new_rows_and_opens_transcripts_without_a_ke
     assert _total(page, "ok") == "3/3"
     assert page.locator(f"{PANEL} .jp-FlowerChart rect").count() == len(ROWS)
     facts = page.locator(f"{PANEL} .jp-FlowerPanel-summary").inner_text()
-    assert "woken 2×" in facts and "brief ✓" in facts and "2 goal checks" in facts
+    assert "wake #2" in facts and "brief ✓" in facts and "2 goal checks" in facts
     _shot(page, "01-panel-run")
 
     # sortable: by cost, descending puts the work step first
@@ -392,6 +393,7 @@ def test_panel_shows_the_run_follows_new_rows_and_opens_transcripts_without_a_ke
     assert page.locator(f"{PANEL} .jp-FlowerEntry[data-mark='added']").count() == 1  # healed orphan call
     page.eval_on_selector(f"{PANEL} .jp-FlowerTranscript-title", "e => e.scrollIntoView({block: 'start'})")
     _shot(page, "06-transcript-resumed")
+    assert low_contrast(page, PANEL) == []  # (issue 12) every text 4.5:1, badges and struck entries too
 
     assert _other_language(page, "en") == []
 
@@ -406,6 +408,12 @@ def test_panel_shows_the_run_follows_new_rows_and_opens_transcripts_without_a_ke
     page.locator(f"{PANEL} .jp-FlowerTranscript[data-state='ok']").wait_for(state="visible")
     page.eval_on_selector(f"{PANEL} .jp-FlowerPanel-header", "e => e.scrollIntoView({block: 'start'})")
     _shot(page, "07-dark-theme")
+    assert low_contrast(page, PANEL) == []
+    page.click(f"{PANEL} tbody tr[data-index='3']")  # the failed row, selected: its ✗ stays readable
+    assert low_contrast(page, PANEL) == []
+    page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
+    page.wait_for_function("document.body.dataset.jpThemeLight === 'true'")
+    assert low_contrast(page, PANEL) == []
 
     # (c) no kernel ran at any point, and the key in the server's environment never reached the page
     assert lab.api("/api/kernels") == []
