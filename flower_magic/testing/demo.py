@@ -100,6 +100,11 @@ _SAYS: dict[str, dict[str, str]] = {
 }
 
 
+def demo_says(lang: str, key: str) -> str:
+    """What the demo model says for ``key`` in ``lang`` (``question``, ``check``...): for tests and docs."""
+    return _SAYS[lang][key]
+
+
 def _lang(req: Request) -> str:
     """The demo answers in the person's language: English once its own English checks are in the
     conversation (the goal setter, the worker and the judge read them), else by the task's script."""
