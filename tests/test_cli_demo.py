@@ -10,18 +10,16 @@ and a second ``flower --demo`` wakes and continues the same sessions, in either 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from flower_magic.core.errors import CLOUD_VARS, CREDENTIAL_VARS
 from flower_magic.core.words import say
 from flower_magic.testing.demo import DEMO_FILE, demo_says
 from tests.e2e.test_lang import STEP_NAMES, foreign
-from tests.helpers import snapshot
+from tests.helpers import no_key_env, snapshot
 
 HEAVY = ("claude_agent_sdk", "mcp", "jsonschema")
 TASKS = {"en": "write a short notes file about CSV cleaning", "zh": "写一份清洗 CSV 的说明"}
@@ -36,23 +34,13 @@ sys.exit(rc)
 """
 
 
-def _no_key_env(tmp_path: Path, lang: str) -> dict[str, str]:
-    """This environment without any credential, with an empty HOME (no ``claude login`` either)."""
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    drop = (*CREDENTIAL_VARS, *CLOUD_VARS, "ANTHROPIC_BASE_URL", "CLAUDE_CONFIG_DIR", "ANTHROPIC_MODEL")
-    env = {k: v for k, v in os.environ.items() if k not in drop}
-    env.update(HOME=str(home), FLOWER_LANG=lang, PYTHONUNBUFFERED="1")
-    return env
-
-
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_no_credentials_is_one_line_that_points_to_the_demo_and_writes_nothing(
     tmp_path: Path, workspace: Path, lang: str
 ) -> None:
     """The credential check comes before the SDK, ``mcp`` or ``jsonschema`` is imported (they made the
     answer take ~6 s) and before anything is created (an empty ``.flower/notes/`` was left behind)."""
-    env = _no_key_env(tmp_path, lang)
+    env = no_key_env(tmp_path, lang)
     before = snapshot(workspace)
     done = subprocess.run(
         [sys.executable, "-c", NO_KEY_RUN.format(heavy=HEAVY), TASKS[lang]],
@@ -93,7 +81,7 @@ def test_the_demo_runs_every_step_offline_then_wakes_the_same_sessions(
 ) -> None:
     """The task is in the other language on purpose: the demo model speaks the run's language, not
     the task's, so the only words of the other language are the task's own (the model quotes it)."""
-    env = _no_key_env(tmp_path, lang)
+    env = no_key_env(tmp_path, lang)
     task = TASKS["zh" if lang == "en" else "en"]
     first = _flower(workspace, env, "--demo", task)
     assert first.returncode == 0, first.stdout + first.stderr
