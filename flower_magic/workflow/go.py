@@ -191,7 +191,11 @@ def model_session(opts: GoOptions) -> contextlib.AbstractContextManager[Any]:
     """Where this run's model is, for as long as the run goes: the offline demo model for ``--demo``
     (``flower_magic.testing.demo.demo_session``: the process's environment points at it, then is put
     back). Without ``--demo`` nothing changes, except that a demo already running in this process
-    (the notebooks' automatic demo mode) speaks the run's language."""
+    (the notebooks' automatic demo mode) speaks the run's language.
+
+    Not guaranteed: a run still winding down after the session ended (a second Interrupt returns the
+    cell at once) starts any further Claude Code process with the environment as it was put back.
+    """
     import sys
 
     if opts.demo:
