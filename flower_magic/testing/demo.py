@@ -9,7 +9,8 @@ for the rest of the process). Nothing it says comes from a real model.
 
 Guarantees:
     - One demo server per process, started on first use and reused: a second ``%flower --demo`` in a
-      kernel continues on the same model and the same private ``CLAUDE_CONFIG_DIR``.
+      kernel continues on the same model and the same private ``CLAUDE_CONFIG_DIR``, which is removed
+      when the process exits (the transcripts that matter are in the run dir's sessions.db).
     - The Claude Code CLI is pointed at it with a dummy key and a private ``CLAUDE_CONFIG_DIR``; any
       token or cloud-provider setting of the person's is blanked for the run, so a real credential
       never reaches the demo server and the real ``~/.claude`` is never read or written.
@@ -25,6 +26,7 @@ import contextlib
 import functools
 import os
 import re
+import shutil
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -167,8 +169,11 @@ def _serve(lang: str) -> FakeAnthropic:
     with _lock:
         if _served is None or not _served.running:
             _served = FakeAnthropic(default=demo_model).start()
-            _config_dir = os.path.join(tempfile.mkdtemp(prefix="flower-demo-"), ".claude")
+            home = tempfile.mkdtemp(prefix="flower-demo-")
+            _config_dir = os.path.join(home, ".claude")
             atexit.register(_served.stop)
+            # The CLI's private config is only ever the demo's: nothing in it outlives the process.
+            atexit.register(shutil.rmtree, home, ignore_errors=True)
         api = _served
     speak(lang)
     return api
