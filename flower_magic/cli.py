@@ -4,6 +4,7 @@
     flower                   continue (on a terminal: asks first; /new starts something else)
     flower --new "task"      archive the old brief, goals and lineage; start fresh
     flower --status          what this directory remembers; runs nothing
+    flower --demo "task"     the offline demo: a small scripted model, no key needed
 
 Exit codes: 0 done, 1 stopped (the message says why), 2 a usage mistake, 130 a second Ctrl-C.
 A directory another run is using (a notebook, another terminal) is refused with exit 1 and one line
@@ -37,6 +38,7 @@ from flower_magic.workflow.go import (
     build,
     hold_run_dir,
     make_runtime,
+    model_session,
     snapshot,
 )
 from flower_magic.workflow.phrases import explain_error, plain, problem_line, total_line, wake_banner
@@ -215,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.status:
         return _status(opts)
     try:
-        opts.preflight()
+        # Before anything heavy is imported and before a byte is written: a missing key is said at once.
+        opts.preflight(cmd="flower")
     except FlowerError as exc:
         print(f"flower: {exc}", file=sys.stderr)
         return 1
@@ -233,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
         print(str(exc), file=sys.stderr)
         return 1
     try:
-        return _run_held(opts, facts, timeout_given=args.timeout is not None)
+        with model_session(opts):
+            return _run_held(opts, facts, timeout_given=args.timeout is not None)
     finally:
         lock.release()
 
@@ -242,6 +246,8 @@ def _run_held(opts: GoOptions, facts: Snapshot, *, timeout_given: bool = False) 
     """The run itself, with the run dir's lock held. ``timeout_given``: ``--timeout`` was on the
     command line, so the person already chose how long questions wait (no hint about it)."""
     view = TerminalView(opts.lang, verbose=opts.verbose)
+    if opts.demo:
+        view.say("dim", say("demo_on", opts.lang))
     if facts.waking and not opts.new:
         view.line(wake_banner(facts, opts.lang))
         problem = problem_line(facts, opts.lang)

@@ -212,7 +212,7 @@ class FlowerMagics(Magics):
         from flower_magic.workflow.starter import unfinished_clarification
 
         try:
-            opts.preflight()
+            opts.preflight(cmd="%flower")
         except FlowerError as exc:
             raise UsageError(str(exc)) from None
         facts = snapshot(opts.rundir)
@@ -222,7 +222,7 @@ class FlowerMagics(Magics):
             raise UsageError(say("need_ask", opts.lang))
         from flower_magic.core.goal import Goal
         from flower_magic.display import RunView
-        from flower_magic.workflow.go import build, hold_run_dir, make_runtime
+        from flower_magic.workflow.go import model_session
 
         goal = Goal.load(facts.goal)
         kernel = getattr(self.shell, "kernel", None)
@@ -235,6 +235,13 @@ class FlowerMagics(Magics):
             # Headless (nbclient, papermill): no widgets, one display updated in place.
             interactive=bool(getattr(kernel, "_allow_stdin", True)),
         )
+        with model_session(opts):
+            self._go(opts, view)
+
+    def _go(self, opts: GoOptions, view: Any) -> None:
+        """The run itself, in the cell, with this run's model in place (``model_session``)."""
+        from flower_magic.workflow.go import build, hold_run_dir, make_runtime
+
         lock = None
         try:
             # Before build: it archives on --new and appends a phrase said at wake to 需求.md.
@@ -249,6 +256,8 @@ class FlowerMagics(Magics):
             if told is not None:
                 raise UsageError(str(told)) from None
             raise
+        if opts.demo:
+            view.say("dim", say("demo_on", opts.lang))
         view.show()
         _LIVE_RUNTIMES.add(rt)
         runner = _Runner(starter, rt, view, lock)

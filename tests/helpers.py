@@ -55,6 +55,19 @@ def wait_until(happened: Callable[[], object], what: str, *, give_up_s: float = 
         time.sleep(0.05)
 
 
+def no_key_env(tmp_path: Path, lang: str) -> dict[str, str]:
+    """This environment without any credential and with an empty HOME (no ``claude login`` either),
+    in ``lang``: what a newcomer without a key has."""
+    from flower_magic.core.errors import CLOUD_VARS, CREDENTIAL_VARS
+
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    drop = (*CREDENTIAL_VARS, *CLOUD_VARS, "ANTHROPIC_BASE_URL", "CLAUDE_CONFIG_DIR", "ANTHROPIC_MODEL")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env.update(HOME=str(home), FLOWER_LANG=lang, PYTHONUNBUFFERED="1")
+    return env
+
+
 def snapshot(root: Path) -> dict[str, bytes | None]:
     """Every file (its bytes) and folder (None) under ``root``: equal snapshots = nothing was written."""
     return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None) for p in sorted(root.rglob("*"))}

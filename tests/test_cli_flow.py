@@ -30,7 +30,7 @@ from flower_magic.core.words import say
 from flower_magic.stores.sqlite import SqliteSessionStore
 from flower_magic.testing import FakeAnthropic, Request, hang, text, tool_use
 from flower_magic.testing.roles import as_role, role_of
-from flower_magic.workflow.clarify import CLARIFY_RESUME
+from flower_magic.workflow.clarify import CLARIFY_CUT, CLARIFY_RESUME
 from flower_magic.workflow.starter import WAKE_NOTHING_SAID
 from tests.helpers import wait_until
 
@@ -413,6 +413,7 @@ def test_kill_during_clarify_then_continue(fake_api: FakeAnthropic, child_env: d
     resumed = reqs[0]
     assert sid_of(resumed) == sid
     assert CLARIFY_RESUME.strip() in resumed.last_user_text
+    assert CLARIFY_CUT.strip() in resumed.last_user_text  # the process really was killed
     # what was asked and answered is in the history the clarifier continues from
     assert QUESTION in resumed.all_text and "同名文件" in resumed.all_text
     assert resumed.n_messages > first_run[-1].n_messages
@@ -420,6 +421,34 @@ def test_kill_during_clarify_then_continue(fake_api: FakeAnthropic, child_env: d
     assert Brief.load(notes(workspace) / "需求.md") is not None
     assert steps_of(rows_by_run(workspace)[-1]) == ["确认需求", "设定目标", "干活", "干活·判定#1"]
     assert lineage(workspace)["steps"]["确认需求"] == sid
+
+
+def test_a_stop_says_why_and_a_normal_exit_is_not_called_a_kill(
+    fake_api: FakeAnthropic, child_env: dict[str, str], workspace: Path
+) -> None:
+    """Issue 12: with a model that does not answer with a brief (the echo model of ``python -m
+    flower_magic.testing``) the run stopped in 确认需求 with exit 1 and no reason, and the next run
+    told the clarifier its last process "may have been killed". The stop now says why; the next run
+    continues the clarification in the same session without claiming a kill."""
+    fake_api.add(as_role("clarifier", text("(fake model) you said: 写个脚本")))
+    first = flower(workspace, child_env, TASK, devnull=True)
+    assert first.rc == 1 and "Traceback" not in first.err
+    assert first.err.splitlines() == [say("brief_incomplete", "zh", n=4), say("aborted", "zh", step="确认需求")]
+    sid = lineage(workspace)["steps"]["确认需求"]
+
+    fake_api.add(
+        as_role("clarifier", text(BRIEF)),
+        as_role("goal", text(GOAL)),
+        as_role("worker", text("写好了")),
+        as_role("judge", text(ACHIEVED)),
+    )
+    n0 = len(fake_api.requests)
+    done = flower(workspace, child_env, devnull=True)
+    assert_clean_exit(done)
+    resumed = fake_api.requests[n0]
+    assert role_of(resumed) == "clarifier" and sid_of(resumed) == sid
+    assert CLARIFY_RESUME.strip() in resumed.last_user_text
+    assert CLARIFY_CUT.strip() not in resumed.all_text
 
 
 # -- g (and f again): a wake after three failed rounds gets three new rounds ----------------------
@@ -434,6 +463,8 @@ def test_a_wake_gets_its_own_rounds(fake_api: FakeAnthropic, child_env: dict[str
     first = flower(workspace, child_env, "--rounds", "3", devnull=True)
     assert first.rc == 1 and "Traceback" not in first.err
     assert "在步骤 '干活' 中止" in first.err
+    # and why: the rounds are used up, with the judge's last word
+    assert "3 轮用完了,判定者最后的结论是「未达成」:标题没有渲染成 <h1>。" in first.err
     assert steps_of(rows_by_run(workspace)[0]) == three_rounds
     n0 = len(fake_api.requests)
     work_sid = lineage(workspace)["steps"]["干活"]

@@ -97,3 +97,28 @@ def test_a_run_holds_the_directory_until_its_thread_ends(
     # The thread ended: the lock is free again, for this kernel and for anyone else.
     assert not runlock.held_here(run_dir) and runlock.holder(run_dir) is None
     assert other_process_tries(run_dir) == "GOT"
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_no_credentials_is_one_usage_error_that_points_to_the_demo_and_a_silent_key(
+    workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], lang: str
+) -> None:
+    """Issue 12: ``%flower`` without a key did not mention the demo, and the README advised
+    ``%env ANTHROPIC_API_KEY=...``, which prints the key into the saved notebook."""
+    from flower_magic.core.errors import CLOUD_VARS, CREDENTIAL_VARS
+
+    for key in (*CREDENTIAL_VARS, *CLOUD_VARS):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "no-login"))
+    sh = InteractiveShell.instance()
+    sh.extension_manager.load_extension("flower_magic")
+    monkeypatch.setitem(sh.user_ns, "__vsc_ipynb_file__", str(workspace / "notebook.ipynb"))
+    capsys.readouterr()
+    result = sh.run_cell(f'%flower --lang {lang} "写个脚本"')
+    assert type(result.error_in_exec) is UsageError
+    message = str(result.error_in_exec)
+    assert "\n" not in message and '%flower --demo "' in message
+    assert "getpass.getpass()" in message and "%env" not in message
+    assert snapshot(workspace) == {}
+    shown = capsys.readouterr()
+    assert [ln for ln in (shown.out + shown.err).splitlines() if ln.strip()] == [f"UsageError: {message}"]

@@ -116,6 +116,27 @@ def test_kill_minus_nine_frees_the_lock_at_once(tmp_path: Path) -> None:
             assert found is not None and found.pid == os.getpid()
 
 
+def test_only_a_holder_that_died_is_reported_as_having_died(tmp_path: Path) -> None:
+    """Issue 12: a normal exit was described to the model as a kill. ``died_before`` names the previous
+    holder only when it ended without releasing the lock (kill -9 here), never after a clean release."""
+    run_dir = tmp_path / "runs"
+    with LockHolder(run_dir, "notebook", "确认需求") as held:
+        held.release()
+    with runlock.acquire(run_dir, front_end="terminal"):
+        assert runlock.died_before(run_dir) is None
+    with LockHolder(run_dir, "notebook", "确认需求") as held:
+        os.kill(held.pid, signal.SIGKILL)
+        held.proc.wait(timeout=30)
+    with runlock.acquire(run_dir, front_end="terminal"):
+        found = runlock.died_before(run_dir)
+        assert found is not None and (found.pid, found.step, found.front_end) == (held.pid, "确认需求", "notebook")
+        with runlock.acquire(run_dir, front_end="api", join=True):  # a workflow joining sees the same
+            assert runlock.died_before(run_dir) == found
+    assert runlock.died_before(run_dir) is None  # not held here any more
+    with runlock.acquire(run_dir, front_end="terminal"):  # the dead holder's record was replaced, then emptied
+        assert runlock.died_before(run_dir) is None
+
+
 def test_reentry_in_one_process(tmp_path: Path) -> None:
     """A front end's hold is exclusive (a second %flower in the same kernel is refused); a workflow
     joins it (no deadlock); the process lets go only when the last hold is released."""

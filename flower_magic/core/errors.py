@@ -41,12 +41,15 @@ class UserError(FlowerError):
 
 
 class CredentialsError(UserError, RuntimeError):
-    """No way to reach a model was configured."""
+    """No way to reach a model was configured. The message says how to try the offline demo and how to
+    set a key without printing it (``cmd``: ``flower`` in a terminal, ``%flower`` in a notebook)."""
 
-    def __init__(self, lang: str = "") -> None:
+    def __init__(self, lang: str = "", *, cmd: str = "flower") -> None:
         from flower_magic.core.words import pick_lang_or_default, say
 
-        super().__init__(say("no_credentials", pick_lang_or_default(lang)))
+        lang = pick_lang_or_default(lang)
+        how = say("set_key_notebook" if cmd.startswith("%") else "set_key_terminal", lang)
+        super().__init__(say("no_credentials", lang, cmd=cmd, how=how))
 
 
 class PathError(UserError, OSError):

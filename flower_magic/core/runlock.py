@@ -26,6 +26,9 @@ Guarantees:
       and reads again; ``holder`` therefore returns a whole record or None, never a torn one.
     - Nothing that only reads (``holder``, ``%flower --status``, the wake banner, the panel and its
       server) takes or waits for the lock.
+    - A clean end empties the record, so a record found when the lock is taken was left by a holder
+      that ended without releasing it (killed, crashed, its terminal or kernel gone). ``died_before``
+      says so for as long as this process holds the lock; a normal exit is never reported as one.
 Not guaranteed:
     - Exclusion across hosts on network filesystems (``flock`` may be local to one host there).
     - Exclusion among threads of one process using ``join=True``: the lock is per process.
@@ -95,6 +98,7 @@ class _Held:
     fd: int
     holder: Holder
     count: int
+    found: Holder | None = None  # what a holder that did not release left behind
 
 
 _held: dict[str, _Held] = {}
@@ -277,14 +281,33 @@ def acquire(
             os.close(fd)
             raise
         if locked:
+            found = _left_behind(fd)
             since = datetime.now().astimezone().isoformat(timespec="seconds")
             record = Holder(os.getpid(), socket.gethostname(), since, step, front_end)
             with contextlib.suppress(OSError):
                 _write(fd, record)
-            _held[key] = _Held(fd, record, 1)
+            _held[key] = _Held(fd, record, 1, found)
             return RunLock(key, path)
         os.close(fd)
     raise _refusal(path, holder(folder, attempts=READ_ATTEMPTS), lang)
+
+
+def _left_behind(fd: int) -> Holder | None:
+    """The record in a lock file just taken: a previous holder's that was never emptied, or None."""
+    try:
+        os.lseek(fd, 0, os.SEEK_SET)
+        return _decode(os.read(fd, MAX_RECORD_BYTES))
+    except OSError:
+        return None
+
+
+def died_before(run_dir: str | os.PathLike[str]) -> Holder | None:
+    """The record of the previous holder of ``run_dir``'s lock when it ended without releasing it
+    (killed, crashed), as found when this process took the lock; None after a clean end, or when this
+    process does not hold the lock."""
+    with _held_lock:
+        entry = _held.get(str(Path(run_dir).expanduser().resolve()))
+        return entry.found if entry is not None else None
 
 
 def held_here(run_dir: str | os.PathLike[str]) -> bool:

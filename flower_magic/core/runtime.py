@@ -116,7 +116,7 @@ class Runtime:
         lang: str = "",
     ) -> None:
         if not has_credentials({**os.environ, **(env or {})}):
-            raise CredentialsError()
+            raise CredentialsError(lang)
         watchdog_mode()  # a FLOWER_WATCHDOG nobody can honour is said before anything is written
         rd = RunDir.at(workspace, run_dir)
         self.workspace = ensure_dir("workspace", rd.workspace)

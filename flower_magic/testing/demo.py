@@ -1,31 +1,48 @@
 """Demo mode: the whole flower experience offline, on a small scripted model.
 
-``start_demo()`` starts the fake API with a model that plays every role of the default workflow
-plausibly for any task — the clarifier asks one question, the goal setter writes two checks, the
-worker writes ``flower_demo.md`` with the Write tool, the judge checks it — and points this process's
-environment at it (a dummy key, a private ``CLAUDE_CONFIG_DIR``; the real ``~/.claude`` is never
-touched). It is for trying the notebooks without a key; nothing it says comes from a real model.
+The demo model plays every role of the default workflow plausibly for any task — the clarifier asks
+one question, the goal setter writes two checks, the worker writes ``flower_demo.md`` with the Write
+tool, the judge checks it — in the language asked for (else the task's). It is the one model behind
+every way in: ``flower --demo``, ``%flower --demo`` (``demo_session``: for one run, the environment
+put back after) and the notebooks' automatic demo mode (``demo_if_no_credentials`` / ``start_demo``:
+for the rest of the process). Nothing it says comes from a real model.
+
+Guarantees:
+    - One demo server per process, started on first use and reused: a second ``%flower --demo`` in a
+      kernel continues on the same model and the same private ``CLAUDE_CONFIG_DIR``, which is removed
+      when the process exits (the transcripts that matter are in the run dir's sessions.db).
+    - The Claude Code CLI is pointed at it with a dummy key and a private ``CLAUDE_CONFIG_DIR``; any
+      token or cloud-provider setting of the person's is blanked for the run, so a real credential
+      never reaches the demo server and the real ``~/.claude`` is never read or written.
+    - ``demo_session`` puts every environment variable it changed back as it was, set or unset.
+Not guaranteed:
+    - Isolation between threads: the environment is the process's.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
+import functools
 import os
 import re
+import shutil
 import tempfile
+import threading
+from collections.abc import Iterator
 from typing import Any
 
+from flower_magic.core.errors import CLOUD_VARS, has_credentials
+from flower_magic.core.words import pick_lang_or_default, say
 from flower_magic.testing.replies import Reply, text, tool_use
 from flower_magic.testing.request import Request
 from flower_magic.testing.roles import role_of
 from flower_magic.testing.server import FakeAnthropic
 
 DEMO_FILE = "flower_demo.md"
-BANNER = (
-    "DEMO MODE — no Anthropic credentials were found, so flower runs on a small scripted model "
-    "(flower_magic.testing.demo). Set ANTHROPIC_API_KEY and restart the kernel to run for real."
-)
-_CREDENTIALS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
+# Blanked while the demo runs: a token would be sent to the demo server, a cloud provider would take
+# the CLI away from it.
+_BLANKED = ("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", *CLOUD_VARS)
 
 
 def _answered(req: Request) -> bool:
@@ -85,6 +102,11 @@ _SAYS: dict[str, dict[str, str]] = {
 }
 
 
+def demo_says(lang: str, key: str) -> str:
+    """What the demo model says for ``key`` in ``lang`` (``question``, ``check``...): for tests and docs."""
+    return _SAYS[lang][key]
+
+
 def _lang(req: Request) -> str:
     """The demo answers in the person's language: English once its own English checks are in the
     conversation (the goal setter, the worker and the judge read them), else by the task's script."""
@@ -93,10 +115,11 @@ def _lang(req: Request) -> str:
     return "zh" if re.search(r"[\u4e00-\u9fff]", _task(req)) else "en"
 
 
-def demo_model(req: Request) -> Reply:
-    """One reply for any request of the default workflow."""
+def demo_model(req: Request, lang: str = "") -> Reply:
+    """One reply for any request of the default workflow, in ``lang`` (``zh``/``en``; "" = the task's)."""
     role = role_of(req)
-    says = _SAYS[_lang(req)]
+    lang = lang if lang in _SAYS else _lang(req)
+    says = _SAYS[lang]
     task = _task(req)
     if role == "clarifier":
         if not _answered(req):
@@ -109,7 +132,7 @@ def demo_model(req: Request) -> Reply:
     if role == "handoff":
         return text(says["handoff"].format(file=DEMO_FILE))
     if "你负责把活干完" not in req.system_text:
-        return _generic(req)
+        return _generic(req, lang)
     if not _answered(req):
         path = os.path.join(_workspace(req), DEMO_FILE)
         body = says["body"].format(task=task)
@@ -117,7 +140,7 @@ def demo_model(req: Request) -> Reply:
     return text(says["wrote"].format(file=DEMO_FILE))
 
 
-def _generic(req: Request) -> Reply:
+def _generic(req: Request, lang: str) -> Reply:
     """Any other agent: read the file the prompt names, then answer with its first line."""
     named = re.search(r"([\w./-]+\.(?:txt|md|csv|json|py))", _task(req))
     if named and not _answered(req):
@@ -126,25 +149,85 @@ def _generic(req: Request) -> Reply:
         result: dict[str, Any] = next((r for r in reversed(req.tool_results())), {})
         content = str(result.get("content") or "")
         first = next((ln.split("\t", 1)[-1].strip() for ln in content.splitlines() if ln.strip()), "")
-        return text(first or _SAYS[_lang(req)]["empty"])
-    return text(_SAYS[_lang(req)]["got"].format(task=_task(req)))
+        return text(first or _SAYS[lang]["empty"])
+    return text(_SAYS[lang]["got"].format(task=_task(req)))
 
 
-def has_credentials() -> bool:
-    return any(os.environ.get(k) for k in _CREDENTIALS)
+_lock = threading.Lock()
+_served: FakeAnthropic | None = None
+_config_dir = ""
 
 
-def start_demo(*, quiet: bool = False) -> FakeAnthropic:
-    """Start the demo model and point this process at it. Returns the running server."""
-    api = FakeAnthropic(default=demo_model).start()
-    home = tempfile.mkdtemp(prefix="flower-demo-")
-    env = api.env()
-    env["CLAUDE_CONFIG_DIR"] = os.path.join(home, ".claude")
-    os.environ.update(env)
-    atexit.register(api.stop)
-    if not quiet:
-        print(BANNER)
+def running() -> FakeAnthropic | None:
+    """This process's demo server, if one was started (and not stopped)."""
+    return _served if _served is not None and _served.running else None
+
+
+def _serve(lang: str) -> FakeAnthropic:
+    """This process's demo server (started on first use), speaking ``lang`` ("" = the task's)."""
+    global _served, _config_dir
+    with _lock:
+        if _served is None or not _served.running:
+            _served = FakeAnthropic(default=demo_model).start()
+            home = tempfile.mkdtemp(prefix="flower-demo-")
+            _config_dir = os.path.join(home, ".claude")
+            atexit.register(_served.stop)
+            # The CLI's private config is only ever the demo's: nothing in it outlives the process.
+            atexit.register(shutil.rmtree, home, ignore_errors=True)
+        api = _served
+    speak(lang)
     return api
+
+
+def speak(lang: str) -> None:
+    """The running demo model answers in ``lang`` from now on ("" = the task's); nothing when none runs."""
+    with _lock:
+        if _served is not None:
+            _served.default = functools.partial(demo_model, lang=lang) if lang else demo_model
+
+
+def _env(api: FakeAnthropic) -> dict[str, str]:
+    env = api.env()
+    env["CLAUDE_CONFIG_DIR"] = _config_dir
+    env.update(dict.fromkeys(_BLANKED, ""))
+    return env
+
+
+def start_demo(*, quiet: bool = False, lang: str = "") -> FakeAnthropic:
+    """Start the demo model and point this process at it for good (the notebooks' demo mode).
+
+    Args:
+        quiet: say nothing (else one line says this is the demo, in FLOWER_LANG's language).
+        lang: the model's language; "" = the task's.
+
+    Returns:
+        The running server.
+    """
+    api = _serve(lang)
+    os.environ.update(_env(api))
+    if not quiet:
+        print(say("demo_auto", pick_lang_or_default(lang)))
+    return api
+
+
+@contextlib.contextmanager
+def demo_session(lang: str = "") -> Iterator[FakeAnthropic]:
+    """Point this process at the demo model for one run (``--demo``); the environment is put back after.
+
+    Args:
+        lang: the model's language (the run's); "" = the task's.
+    """
+    api = _serve(lang)
+    before = {k: os.environ.get(k) for k in _env(api)}
+    os.environ.update(_env(api))
+    try:
+        yield api
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def demo_if_no_credentials() -> Any:

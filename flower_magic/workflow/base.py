@@ -39,7 +39,7 @@ from flower_magic.core.handoff import is_context_stop
 from flower_magic.core.lineage import Lineage
 from flower_magic.core.resilience import is_too_big
 from flower_magic.core.result import INTERRUPTED
-from flower_magic.core.runlock import acquire, note_step
+from flower_magic.core.runlock import acquire, died_before, note_step
 from flower_magic.core.words import say
 
 Ctx = dict[str, Any]
@@ -76,6 +76,9 @@ class Step:
         on_reject: ``(result, ctx) -> str``; a non-empty answer resumes the same session with it.
         resume_prompt: what to send instead of ``prompt`` when continuing a lineage session.
         reduce: ``(result, ctx) -> str``: what the step puts into ``ctx[name]``.
+        why: ``(result, ctx) -> str``: why a result the gate rejected stops the workflow, in the
+            person's language (``ctx["_aborted"]``); without it a general line says the step did not
+            pass its check.
     """
 
     name: str
@@ -90,6 +93,7 @@ class Step:
     on_reject: Callable[[Any, Ctx], Any] | None = None
     resume_prompt: Prompt | None = None
     reduce: Callable[[Any, Ctx], str] | None = None
+    why: Callable[[Any, Ctx], str] | None = None
 
     def render(self, ctx: Ctx, *, resuming: bool = False) -> str:
         chosen = self.resume_prompt if resuming and self.resume_prompt is not None else self.prompt
@@ -126,6 +130,11 @@ class Workflow:
     ) -> Ctx:
         """Run every step; returns ctx (``_woke``, ``_sessions``, ``_results``, and one key per step).
 
+        A step that stops the workflow leaves ``_failed_at`` (its name) and says why: its result's
+        ``error``, or ``_aborted`` (a gate's ``StepAbort``, or ``Step.why`` for a result the gate
+        rejected). ``_died_before`` is the run lock's record of a previous process that ended without
+        releasing it (``core.runlock.died_before``), else None: only then was the last run cut short.
+
         A continuous workflow holds its run dir's lock (``core.runlock``) from before lineage is touched
         to its end, joining the hold of a front end (or an outer workflow) in this process.
 
@@ -145,6 +154,8 @@ class Workflow:
         ctx.setdefault("_results", {})
         for key in ("_failed_at", "_aborted", "_interrupted"):
             ctx.pop(key, None)
+        run_dir = getattr(runtime, "run_dir", None)
+        ctx["_died_before"] = died_before(run_dir) if self.continuous and run_dir else None
         lineage: Lineage | None = None
         # Sessions lineage recorded but the store never received: restart them under the same id.
         unstored: dict[str, str] = {}
@@ -207,6 +218,11 @@ class Workflow:
                 ctx[step.name] = result.text
                 continue
             ctx["_failed_at"] = step.name
+            if result is not None and result.ok and not ctx.get("_aborted"):
+                # The model answered, the gate said no: without this line the stop would say nothing.
+                lang = getattr(runtime, "lang", None) or _env_lang()
+                why = step.why(result, ctx) if step.why is not None else ""
+                ctx["_aborted"] = why or say("step_rejected", lang, step=step.name)
             break
         return ctx
 

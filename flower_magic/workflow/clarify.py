@@ -3,8 +3,11 @@
 Guarantees:
     - A complete brief on disk skips the step, but its content still goes into ctx, so the next
       steps read the frozen brief, never a stale conversation.
-    - A clarification cut short (the process died) continues its own session with
-      ``CLARIFY_RESUME``: what was asked and answered is in that session and is not asked again.
+    - A clarification not finished (the process died, or the model's answer was not a whole brief)
+      continues its own session with ``CLARIFY_RESUME``: what was asked and answered is in that
+      session and is not asked again. Only when the previous process ended abnormally (its run lock
+      record was left behind) is the model told it was cut off (``CLARIFY_CUT``).
+    - A stop at this step says why (``Step.why``): the answer was not a whole four-section brief.
     - The brief is written only when all four sections are there; until then the step has not
       passed, and ``ctx["_brief_missing"]`` names what is missing.
     - What a person added to 需求.md (a wake phrase, words sent mid-run) goes downstream with the
@@ -23,6 +26,7 @@ from typing import Any
 
 from flower_magic.core import brief as brief_note
 from flower_magic.core.brief import Brief, additions
+from flower_magic.core.words import say
 from flower_magic.workflow.base import Ctx, Step
 from flower_magic.workflow.edits import hand_over, tell, tell_kept
 from flower_magic.workflow.roles import clarifier
@@ -38,9 +42,11 @@ CLARIFY_RESUME = (
     "我们接着刚才没问完的需求确认往下做 —— **不是重新开始**。\n\n"
     "你在这个会话里问过的问题、人已经给过的回答,都还在上文里,别再问一遍。先看还差什么:"
     "四段(目标 / 验收标准 / 边界 / 未知与假设)里哪几段还没定下来,就只补那几段。"
-    "问清楚了,直接交出完整的四段确认书。\n\n"
-    "(上一次是中途断掉的 —— 可能进程被杀了,也可能终端崩了。原因不用管,接着做就行。)\n"
+    "问清楚了,直接交出完整的四段确认书。\n"
 )
+# Added to CLARIFY_RESUME only when the process that ran the clarification really ended abnormally
+# (``core.runlock.died_before``): after a normal exit it would tell the model something false.
+CLARIFY_CUT = "\n(上一次是中途断掉的 —— 进程没有正常结束,可能被杀了,也可能终端或内核崩了。原因不用管,接着做就行。)\n"
 
 # Sent (before the request, if there is one) when 需求.md holds a person's version that does not read
 # as the four sections: a renamed or removed heading, a file re-saved by an editor.
@@ -132,7 +138,12 @@ def clarify_step(
 
     def resume(ctx: Ctx) -> str:
         # Not a clarification cut short: the person rewrote the brief, and that is what to pick up.
-        return _with_edit(ctx, prompt) if ctx.get(_EDITED_TEXT_KEY) else CLARIFY_RESUME
+        if ctx.get(_EDITED_TEXT_KEY):
+            return _with_edit(ctx, prompt)
+        return CLARIFY_RESUME + (CLARIFY_CUT if ctx.get("_died_before") else "")
+
+    def why(result: Any, ctx: Ctx) -> str:
+        return say("brief_incomplete", lang, n=len(ctx.get(MISSING_KEY) or ()) or 4)
 
     return Step(
         name,
@@ -144,4 +155,5 @@ def clarify_step(
         resume_prompt=resume,
         on_fail=on_fail,
         retries=retries,
+        why=why,
     )

@@ -61,6 +61,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(("--lang",), "flag_lang", str),
     Flag(("-v", "--verbose"), "flag_verbose"),
     Flag(("--status",), "flag_status"),
+    Flag(("--demo",), "flag_demo"),
     Flag(("--panel",), "flag_panel", front_ends=(MAGIC,)),
 )
 
@@ -133,4 +134,5 @@ def go_options(
         trim=not args.no_trim,
         verbose=bool(pick("verbose")),
         lang=str(pick("lang") or ""),
+        demo=bool(args.demo),
     )

@@ -8,6 +8,7 @@ anything is written (a second run on the same directory is refused there); ``mak
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from dataclasses import dataclass
@@ -96,6 +97,7 @@ class GoOptions:
         asks: question quota; negative = unlimited.
         timeout: seconds to wait for an answer; ≤ 0 = never wait (the agent decides itself).
         window: the model's context window in tokens (None = from FLOWER_WINDOW / calibration / name).
+        demo: run on the offline demo model (``flower_magic.testing.demo``); no credentials needed.
     """
 
     task: str = ""
@@ -113,6 +115,7 @@ class GoOptions:
     trim: bool = True
     verbose: bool = False
     lang: str = ""  # "" = FLOWER_LANG, else zh (check() settles it)
+    demo: bool = False
 
     def check(self) -> GoOptions:
         """Validate and normalise; reads nothing but the environment. Raises GoError with one line
@@ -159,19 +162,21 @@ class GoOptions:
         """The run these options name (after ``check``)."""
         return RunDir.at(self.workspace, self.run_dir)
 
-    def preflight(self, *, run: bool = True) -> None:
+    def preflight(self, *, run: bool = True, cmd: str = "flower") -> None:
         """Everything about the machine a run needs, checked before a byte is written: the workspace
         and the run dir can be (or are) writable directories, the run dir's own files are regular
-        files, and (for a run, not for ``--status``) credentials exist. Raises a ``UserError``."""
+        files, and (for a run that is not ``--demo``; not for ``--status``) credentials exist. Raises a
+        ``UserError``; ``cmd`` (``flower``, ``%flower``) is how the no-credentials message says to
+        try the demo."""
         rd = self.rundir
         check_dir("workspace", rd.workspace, self.lang)
         check_dir("run dir", rd.path, self.lang)
         check_files([rd.sessions_db, rd.lineage, rd.manifest, rd.manifest_lock, rd.run_lock], self.lang)
         check_files([rd.brief, rd.goal, rd.task], self.lang)
-        if run and not has_credentials():
+        if run and not self.demo and not has_credentials():
             from flower_magic.core.errors import CredentialsError
 
-            raise CredentialsError(self.lang)
+            raise CredentialsError(self.lang, cmd=cmd)
 
     @property
     def max_asks(self) -> int | None:
@@ -180,6 +185,27 @@ class GoOptions:
     @property
     def timeout_s(self) -> float:
         return float(self.timeout)
+
+
+def model_session(opts: GoOptions) -> contextlib.AbstractContextManager[Any]:
+    """Where this run's model is, for as long as the run goes: the offline demo model for ``--demo``
+    (``flower_magic.testing.demo.demo_session``: the process's environment points at it, then is put
+    back). Without ``--demo`` nothing changes, except that a demo already running in this process
+    (the notebooks' automatic demo mode) speaks the run's language.
+
+    Not guaranteed: a run still winding down after the session ended (a second Interrupt returns the
+    cell at once) starts any further Claude Code process with the environment as it was put back.
+    """
+    import sys
+
+    if opts.demo:
+        from flower_magic.testing.demo import demo_session
+
+        return demo_session(opts.lang)
+    demo = sys.modules.get("flower_magic.testing.demo")
+    if demo is not None and demo.running() is not None:
+        demo.speak(opts.lang)
+    return contextlib.nullcontext()
 
 
 def hold_run_dir(opts: GoOptions, *, front_end: str) -> RunLock:

@@ -133,6 +133,9 @@ def goal_step(
     def reduce(result: Any, ctx: Ctx) -> str:
         return str(ctx[name])
 
+    def why(result: Any, ctx: Ctx) -> str:
+        return say("goal_incomplete", lang)
+
     return Step(
         name,
         goal_setter(channel, instructions=instructions),
@@ -142,6 +145,7 @@ def goal_step(
         reduce=reduce,
         on_fail=on_fail,
         retries=retries,
+        why=why,
     )
 
 
@@ -195,7 +199,14 @@ def with_goal(
         verdict = ctx.get(VERDICT_KEY)
         return verdict.feedback() if isinstance(verdict, Verdict) else ""
 
-    return dataclasses.replace(step, retries=max(0, rounds - 1), gate=gate, on_reject=on_reject)
+    def why(result: Any, ctx: Ctx) -> str:
+        verdict = ctx.get(VERDICT_KEY)
+        state = verdict.state if isinstance(verdict, Verdict) else ""
+        reason = (verdict.reason if isinstance(verdict, Verdict) else "") or say("no_reason", lang)
+        shown = say(STATE_KEYS.get(state, "state_unclear"), lang)
+        return say("rounds_used", lang, n=max(1, rounds), state=shown, reason=reason)
+
+    return dataclasses.replace(step, retries=max(0, rounds - 1), gate=gate, on_reject=on_reject, why=why)
 
 
 async def _unreachable(channel: Any, verdict: Verdict, goal: Goal, goal_path: Path, ctx: Ctx, lang: str = "zh") -> bool:

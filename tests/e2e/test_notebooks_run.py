@@ -37,7 +37,7 @@ def _execute(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 def test_quickstart_runs_in_demo_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = _execute("quickstart.ipynb", tmp_path, monkeypatch)
-    assert "DEMO MODE" in out
+    assert "flower_magic.testing.demo" in out  # the demo-mode line
     assert "第 2 次唤醒" in out  # the second %flower woke up and said what it remembers
     assert "flower_demo.md" in out
     work = tmp_path / "nb"
@@ -48,6 +48,6 @@ def test_quickstart_runs_in_demo_mode(tmp_path: Path, monkeypatch: pytest.Monkey
 
 def test_continuation_walkthrough_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = _execute("continuation.ipynb", tmp_path, monkeypatch)
-    assert "DEMO MODE" in out and "向日葵" in out
+    assert "flower_magic.testing.demo" in out and "向日葵" in out
     lineage = tmp_path / "nb" / "walkthrough" / "runs" / "lineage.json"
     assert '"woke": 2' in lineage.read_text(encoding="utf-8")
