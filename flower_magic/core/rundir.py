@@ -38,6 +38,8 @@ GOAL_NAME = "目标.md"
 TASK_NAME = "诉求.md"
 TASK_MAX_READ_BYTES = 16 * 1024 * 1024  # far past the largest task a model can take (workflow/go.py)
 WORK_STEP = "干活"
+# Snapshot.describe: values wider than this (a session id) do not push every meaning to the right.
+DESCRIBE_ALIGN_COLS = 24
 
 
 def notes_dir(workspace: str | Path) -> Path:
@@ -218,9 +220,10 @@ class Snapshot:
             rows.append(("work_context", say("facts_context_unknown", lang)))
             values["work_context"] = "0"
         shown = {name: f"{name} = {values[name]}" for name, _ in rows}
-        width = max(cols(text) for text in shown.values())  # step names are often Chinese: two columns each
+        # One column for the meanings (cols: Chinese step names take two each), past the short values only.
+        width = max(cols(text) for text in shown.values() if cols(text) <= DESCRIBE_ALIGN_COLS)
         lines = [say("facts_head", lang, folder=short_path(ws), run_dir=where)]
-        lines += [f"  {shown[name]}{' ' * (width - cols(shown[name]))}  # {meaning}" for name, meaning in rows]
+        lines += [f"  {shown[name]}{' ' * max(0, width - cols(shown[name]))}  # {meaning}" for name, meaning in rows]
         return "\n".join(lines)
 
     def __str__(self) -> str:
