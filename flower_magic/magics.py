@@ -44,7 +44,7 @@ from IPython.core.magic_arguments import MagicArgumentParser
 from IPython.utils.process import arg_split  # type: ignore[attr-defined]  # public, not re-exported
 from traitlets import Bool, Float, Int, Unicode
 
-from flower_magic.core.errors import FlowerError, disk_error, logged
+from flower_magic.core.errors import FlowerError, check_dir, disk_error, logged
 from flower_magic.core.words import pick_lang_or_default, say, short_path
 from flower_magic.workflow.flags import MAGIC, add_flags, given, go_options
 from flower_magic.workflow.go import DEFAULT_ROUNDS, GoError, GoOptions
@@ -244,6 +244,10 @@ class FlowerMagics(Magics):
         from flower_magic.core.rundir import RunDir
 
         here = self.where().folder
+        try:  # %config FlowerMagics.workspace may name a file: say so, as a run would
+            check_dir("workspace", here, self._lang())
+        except FlowerError as exc:
+            raise UsageError(str(exc)) from None
         ws = str(here)
         request = {"path": ws, "nonce": uuid.uuid4().hex}
         # %config FlowerMagics.run_dir: the panel reads the same run dir, when it lies under the folder.

@@ -183,3 +183,16 @@ def test_the_workspace_setting_binds_the_banner_status_and_panel(
     assert fresh_shell.run_cell("%flower --panel").error_in_exec is None
     assert f"{chosen})" in capsys.readouterr().out  # the panel opens on the chosen folder
     assert not (tmp_path / "started" / "runs").exists()
+
+
+@pytest.mark.parametrize("line", ['"x"', "--status", "--panel"])
+def test_a_workspace_setting_naming_a_file_is_one_usage_error(
+    fresh_shell: InteractiveShell, tmp_path: Path, line: str
+) -> None:
+    (tmp_path / "a-file").write_text("not a folder", encoding="utf-8")
+    fresh_shell.run_line_magic("config", f'FlowerMagics.workspace = "{tmp_path / "a-file"}"')
+    before = snapshot(tmp_path)
+    result = fresh_shell.run_cell(f"%flower {line}")
+    assert type(result.error_in_exec) is UsageError
+    assert str(tmp_path / "a-file") in str(result.error_in_exec) and "\n" not in str(result.error_in_exec)
+    assert snapshot(tmp_path) == before
