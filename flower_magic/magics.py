@@ -6,9 +6,14 @@ in a worker thread with its own event loop while the cell's thread answers the a
 (an input prompt) and turns the kernel's Interrupt into the engine's interrupt.
 
 Guarantees:
-    - The workspace is the notebook's directory (``__vsc_ipynb_file__``, ``JPY_SESSION_NAME`` /
-      ``__session__``, else the kernel's starting directory) and the run dir is absolute under it:
-      ``%cd`` elsewhere never changes which run continues.
+    - The workspace is ``%config FlowerMagics.workspace`` when set, else the notebook's directory as
+      a front end names it (``__vsc_ipynb_file__``, papermill's ``PAPERMILL_INPUT_PATH``,
+      ``JPY_SESSION_NAME`` / ``__session__``), else the kernel's starting directory; the run dir is
+      absolute under it: ``%cd`` elsewhere never changes which run continues.
+    - When no front end names the notebook (papermill, nbclient, a plain kernel), the first thing
+      flower shows in the kernel (the ``%load_ext`` output, else the first ``%flower``'s) is one line
+      naming the folder the run is bound to, why, and how to choose another; again whenever that
+      guessed folder changes.
     - Interrupt (the kernel's ■) stops the agent at the next message boundary, records the step as
       ``interrupted-by-human`` and keeps its session; ``%flower "words"`` then resumes it.
     - When the kernel shuts down the step in flight is recorded (``rescue``); when the kernel process
@@ -29,6 +34,7 @@ import logging
 import os
 import threading
 import weakref
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +44,8 @@ from IPython.core.magic_arguments import MagicArgumentParser
 from IPython.utils.process import arg_split  # type: ignore[attr-defined]  # public, not re-exported
 from traitlets import Bool, Float, Int, Unicode
 
-from flower_magic.core.errors import FlowerError, disk_error, logged
-from flower_magic.core.words import pick_lang_or_default, say
+from flower_magic.core.errors import FlowerError, check_dir, disk_error, logged
+from flower_magic.core.words import pick_lang_or_default, say, short_path
 from flower_magic.workflow.flags import MAGIC, add_flags, given, go_options
 from flower_magic.workflow.go import DEFAULT_ROUNDS, GoError, GoOptions
 
@@ -51,15 +57,57 @@ _LIVE_RUNTIMES: weakref.WeakSet[Any] = weakref.WeakSet()
 PANEL_MIME = "application/vnd.flower-magic.panel+json"
 
 
-def notebook_dir(shell: Any) -> Path:
-    """The directory of the notebook this kernel runs (see the module docstring)."""
+# papermill's --inject-input-path (or --inject-paths) puts the notebook's path, as given on its
+# command line, into the kernel's namespace under this name; nothing else it runs tells the kernel.
+PAPERMILL_INPUT = "PAPERMILL_INPUT_PATH"
+
+
+@dataclass(frozen=True)
+class Binding:
+    """The folder a run in this kernel is bound to (its workspace), and who chose it.
+
+    Attributes:
+        folder: the workspace, absolute.
+        chosen_by: ``"setting"`` (``%config FlowerMagics.workspace``), ``"notebook"`` (a front end
+            named the notebook's file) or ``"start"`` (nobody did: the kernel's starting folder).
+    """
+
+    folder: Path
+    chosen_by: str
+
+    @property
+    def is_guess(self) -> bool:
+        """Nobody named the folder: a person may not expect it, so flower says which one it is."""
+        return self.chosen_by == "start"
+
+
+def binding(shell: Any, setting: str = "") -> Binding:
+    """Where a run in this kernel happens (see the module docstring).
+
+    Args:
+        shell: the IPython shell (its namespace and starting folder are read).
+        setting: ``FlowerMagics.workspace``; relative = under the kernel's starting folder.
+    """
+    start = Path(getattr(shell, "starting_dir", None) or os.getcwd())
+    if setting.strip():
+        return Binding((start / Path(setting.strip()).expanduser()).resolve(), "setting")
     ns = getattr(shell, "user_ns", {}) or {}
-    for candidate in (ns.get("__vsc_ipynb_file__"), os.environ.get("JPY_SESSION_NAME"), ns.get("__session__")):
+    given = ns.get(PAPERMILL_INPUT)
+    if isinstance(given, str) and given and not os.path.isabs(given):
+        # Relative to where papermill started: the kernel's starting folder unless --cwd moved it,
+        # so it counts only when the notebook is really there.
+        given = str(start / given) if (start / given).is_file() else None
+    for candidate in (ns.get("__vsc_ipynb_file__"), given, os.environ.get("JPY_SESSION_NAME"), ns.get("__session__")):
         if isinstance(candidate, str) and os.path.isabs(candidate):
             folder = Path(candidate).parent
             if folder.is_dir():
-                return folder.resolve()
-    return Path(getattr(shell, "starting_dir", None) or os.getcwd()).resolve()
+                return Binding(folder.resolve(), "notebook")
+    return Binding(start.resolve(), "start")
+
+
+def bound_line(where: Binding, lang: str) -> str:
+    """The one line that names a guessed folder, says why, and how to choose another."""
+    return say("bound_to_start", lang, folder=short_path(where.folder))
 
 
 def _parser() -> MagicArgumentParser:
@@ -93,6 +141,23 @@ class FlowerMagics(Magics):
     timeout = Float(1800.0, help="seconds to wait for an answer to the agent's question; <=0 never").tag(config=True)
     verbose = Bool(False, help="also show subagents, thinking and tool output").tag(config=True)
     run_dir = Unicode("", help="run dir (relative = under the notebook's directory); empty = runs").tag(config=True)
+    workspace = Unicode(
+        "", help="the folder runs are bound to (relative = under the kernel's starting folder); empty = the notebook's"
+    ).tag(config=True)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._told: Path | None = None  # the guessed folder this kernel has been told about
+
+    def where(self, lang: str | None = None) -> Binding:
+        """The folder runs are bound to; the first time it is a guess (or a new guess), say so first."""
+        bound = binding(self.shell, self.workspace)
+        if bound.is_guess and bound.folder != self._told:
+            from IPython.display import display
+
+            self._told = bound.folder
+            display({"text/plain": bound_line(bound, self._lang(lang))}, raw=True)
+        return bound
 
     @line_cell_magic
     def flower(self, line: str, cell: str | None = None) -> None:
@@ -140,7 +205,7 @@ class FlowerMagics(Magics):
             "verbose": self.verbose,
             "lang": self.lang,
         }
-        opts = go_options(args, task=words, workspace=notebook_dir(self.shell), fallback=settings)
+        opts = go_options(args, task=words, workspace=self.where(args.lang).folder, fallback=settings)
         try:
             opts.check()
         except GoError as exc:
@@ -178,7 +243,11 @@ class FlowerMagics(Magics):
 
         from flower_magic.core.rundir import RunDir
 
-        here = notebook_dir(self.shell)
+        here = self.where().folder
+        try:  # %config FlowerMagics.workspace may name a file: say so, as a run would
+            check_dir("workspace", here, self._lang())
+        except FlowerError as exc:
+            raise UsageError(str(exc)) from None
         ws = str(here)
         request = {"path": ws, "nonce": uuid.uuid4().hex}
         # %config FlowerMagics.run_dir: the panel reads the same run dir, when it lies under the folder.
@@ -345,13 +414,13 @@ def load(ipython: Any) -> None:
     atexit.register(_rescue_all)
     with logged(log, "load"):
         ipython.observe(_on_exit_now, names="exit_now")
-    magics = ipython.magics_manager.registry.get("FlowerMagics")
+    magics = ipython.magics_manager.registry["FlowerMagics"]
     try:
         from flower_magic.core.rundir import RunDir
         from flower_magic.workflow.go import snapshot
 
-        # The same run dir a %flower in this notebook would use (%config FlowerMagics.run_dir included).
-        facts = snapshot(RunDir.at(notebook_dir(ipython), getattr(magics, "run_dir", "") or None))
+        # The same folder and run dir a %flower in this notebook would use (%config included).
+        facts = snapshot(RunDir.at(magics.where().folder, magics.run_dir or None))
     except (OSError, ValueError):
         log.warning("could not read what this notebook's directory remembers", exc_info=True)
         return
@@ -360,7 +429,7 @@ def load(ipython: Any) -> None:
 
         from flower_magic.display import banner_bundle
 
-        display(banner_bundle(facts, pick_lang_or_default(getattr(magics, "lang", "")), hint=True), raw=True)
+        display(banner_bundle(facts, pick_lang_or_default(magics.lang), hint=True), raw=True)
 
 
 def unload(ipython: Any) -> None:

@@ -91,3 +91,15 @@ def test_the_portability_settings_are_documented() -> None:
     assert set(named) <= NETWORK_FS_TYPES | {"sshfs"}
     assert [t for t in named if f" {t}," not in notice] == []
     assert "-r /local/path/runs" in notice and "rollback journal" in notice
+
+
+def test_the_notebooks_are_stored_without_outputs() -> None:
+    """Issue 12: a notebook kept with its outputs differs from the repository after every run."""
+    import json
+
+    notebooks = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+    assert len(notebooks) == 2
+    for path in notebooks:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        run = [c for c in cells if c["cell_type"] == "code" and (c["outputs"] or c["execution_count"] is not None)]
+        assert run == [], path.name

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -15,6 +16,8 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from flower_magic.core import runlock
+from flower_magic.core.words import say, short_path
+from flower_magic.magics import Binding, binding
 from flower_magic.testing import FakeAnthropic, Request, text
 from flower_magic.testing.roles import role_of
 from tests.helpers import LockHolder, other_process_tries, snapshot
@@ -122,3 +125,99 @@ def test_no_credentials_is_one_usage_error_that_points_to_the_demo_and_a_silent_
     assert snapshot(workspace) == {}
     shown = capsys.readouterr()
     assert [ln for ln in (shown.out + shown.err).splitlines() if ln.strip()] == [f"UsageError: {message}"]
+
+
+# -- where a run happens (issue 12, build item 6) -------------------------------------------------------
+
+
+def _front_end(start: Path, **ns: str) -> SimpleNamespace:
+    """What ``binding`` reads of a shell: its namespace and the folder the kernel started in."""
+    return SimpleNamespace(user_ns=dict(ns), starting_dir=str(start))
+
+
+def test_the_notebook_folder_comes_from_whichever_front_end_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    start, nbdir = tmp_path / "started", tmp_path / "nb dir"
+    start.mkdir(), nbdir.mkdir()
+    (nbdir / "a.ipynb").write_text("{}", encoding="utf-8")
+    (start / "sub").mkdir()
+    (start / "sub" / "b.ipynb").write_text("{}", encoding="utf-8")
+    # papermill --inject-input-path: absolute, or relative to where papermill started (no --cwd).
+    assert binding(_front_end(start, PAPERMILL_INPUT_PATH=str(nbdir / "a.ipynb"))) == Binding(nbdir, "notebook")
+    assert binding(_front_end(start, PAPERMILL_INPUT_PATH="sub/b.ipynb")) == Binding(start / "sub", "notebook")
+    # Relative to a folder the kernel cannot know (papermill --cwd moved it): not a notebook here.
+    assert binding(_front_end(start, PAPERMILL_INPUT_PATH="../elsewhere/c.ipynb")) == Binding(start, "start")
+    assert binding(_front_end(start)).is_guess
+    vsc = _front_end(start, __vsc_ipynb_file__=str(nbdir / "a.ipynb"), PAPERMILL_INPUT_PATH="sub/b.ipynb")
+    assert binding(vsc) == Binding(nbdir, "notebook")
+    monkeypatch.setenv("JPY_SESSION_NAME", str(nbdir / "a.ipynb"))
+    assert binding(_front_end(start)) == Binding(nbdir, "notebook")
+    # A setting wins over every front end; relative = under the kernel's starting folder.
+    assert binding(vsc, "sub") == Binding(start / "sub", "setting")
+    assert binding(vsc, str(tmp_path)) == Binding(tmp_path, "setting")
+
+
+@pytest.fixture
+def fresh_shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InteractiveShell]:
+    """The shell as a plain kernel started in ``tmp_path/started`` sees it: nobody names the notebook."""
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    sh = InteractiveShell.instance()
+    start = tmp_path / "started"
+    start.mkdir()
+    saved = sh.starting_dir
+    sh.starting_dir = str(start)
+    for name in ("__vsc_ipynb_file__", "__session__", "PAPERMILL_INPUT_PATH"):
+        sh.user_ns.pop(name, None)
+    try:
+        yield sh
+    finally:
+        sh.run_line_magic("config", 'FlowerMagics.workspace = ""')
+        sh.starting_dir = saved
+
+
+def test_a_guessed_folder_is_the_first_line_shown_and_said_once(
+    fresh_shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 12: under papermill the agent ran in the folder papermill started in, and nothing said so."""
+    start = tmp_path / "started"
+    _waking(start)
+    capsys.readouterr()
+    fresh_shell.extension_manager.reload_extension("flower_magic")  # %load_ext in a fresh kernel
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == say("bound_to_start", "zh", folder=short_path(start))
+    assert say("continue_hint", "zh") in lines[1:]  # then the wake banner, as before
+    assert fresh_shell.run_cell("%flower --status").error_in_exec is None
+    assert say("bound_to_start", "zh", folder=short_path(start)) not in capsys.readouterr().out
+
+
+def test_the_workspace_setting_binds_the_banner_status_and_panel(
+    fresh_shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chosen = tmp_path / "chosen"
+    chosen.mkdir()
+    _waking(chosen)
+    fresh_shell.run_line_magic("config", f'FlowerMagics.workspace = "{chosen}"')
+    capsys.readouterr()
+    fresh_shell.extension_manager.reload_extension("flower_magic")
+    loaded = capsys.readouterr().out
+    assert str(chosen) in loaded and say("bound_to_start", "zh", folder="") not in loaded
+    assert fresh_shell.run_cell("%flower --status").error_in_exec is None
+    assert str(chosen) in capsys.readouterr().out
+    assert fresh_shell.run_cell("%flower --panel").error_in_exec is None
+    assert f"{chosen})" in capsys.readouterr().out  # the panel opens on the chosen folder
+    assert not (tmp_path / "started" / "runs").exists()
+
+
+@pytest.mark.parametrize("line", ['"x"', "--status", "--panel"])
+def test_a_workspace_setting_naming_a_file_is_one_usage_error(
+    fresh_shell: InteractiveShell, tmp_path: Path, line: str
+) -> None:
+    (tmp_path / "a-file").write_text("not a folder", encoding="utf-8")
+    fresh_shell.run_line_magic("config", f'FlowerMagics.workspace = "{tmp_path / "a-file"}"')
+    before = snapshot(tmp_path)
+    result = fresh_shell.run_cell(f"%flower {line}")
+    assert type(result.error_in_exec) is UsageError
+    assert str(tmp_path / "a-file") in str(result.error_in_exec) and "\n" not in str(result.error_in_exec)
+    assert snapshot(tmp_path) == before

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from flower_magic.core import lineage as lineage_file
 from flower_magic.core import manifest as manifest_file
@@ -37,6 +38,8 @@ GOAL_NAME = "目标.md"
 TASK_NAME = "诉求.md"
 TASK_MAX_READ_BYTES = 16 * 1024 * 1024  # far past the largest task a model can take (workflow/go.py)
 WORK_STEP = "干活"
+# Snapshot.describe: values wider than this (a session id) do not push every meaning to the right.
+DESCRIBE_ALIGN_COLS = 24
 
 
 def notes_dir(workspace: str | Path) -> Path:
@@ -187,6 +190,48 @@ class Snapshot:
     problem: str | None = None
     work_context: int = 0
     task: str = ""
+
+    def describe(self, lang: str | None = None) -> str:
+        """Each field with its value and what it means, in ``lang`` (default: ``FLOWER_LANG``, else zh).
+
+        What ``print(wake_state(...))`` and a notebook cell ending in ``wake_state(...)`` show: a field
+        such as ``waking`` means something narrower than its name (a confirmed brief exists), so the
+        value never stands without its meaning.
+        """
+        from flower_magic.core.words import cols, human_tokens, pick_lang_or_default, say, short_path
+
+        lang = pick_lang_or_default(lang)
+        ws = self.rundir.workspace
+        run = self.rundir.path
+        where = run.relative_to(ws).as_posix() if run.is_relative_to(ws) else short_path(run)
+        rows = [
+            ("woke", say("facts_woke", lang, next=self.woke + 1) if self.woke else say("facts_woke_none", lang)),
+            ("steps", say("facts_steps", lang) if self.steps else say("facts_steps_none", lang)),
+            ("waking", say("facts_waking_yes", lang) if self.waking else say("facts_waking_no", lang)),
+            ("checks", say("facts_checks", lang) if self.checks else say("facts_checks_none", lang)),
+            ("task", say("facts_task", lang) if self.task else say("facts_task_none", lang)),
+            ("problem", say("facts_problem", lang) if self.problem else say("facts_problem_none", lang)),
+        ]
+        values = {name: repr(getattr(self, name)) for name, _ in rows}
+        if self.work_context:
+            rows.append(("work_context", say("facts_context", lang)))
+            values["work_context"] = human_tokens(self.work_context)
+        else:
+            rows.append(("work_context", say("facts_context_unknown", lang)))
+            values["work_context"] = "0"
+        shown = {name: f"{name} = {values[name]}" for name, _ in rows}
+        # One column for the meanings (cols: Chinese step names take two each), past the short values only.
+        width = max(cols(text) for text in shown.values() if cols(text) <= DESCRIBE_ALIGN_COLS)
+        lines = [say("facts_head", lang, folder=short_path(ws), run_dir=where)]
+        lines += [f"  {shown[name]}{' ' * max(0, width - cols(shown[name]))}  # {meaning}" for name, meaning in rows]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.describe()
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """IPython shows a Snapshot (a cell ending in ``wake_state(...)``) as its fields in words."""
+        printer.text(self.describe())
 
     @property
     def workspace(self) -> Path:

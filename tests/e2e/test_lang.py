@@ -27,6 +27,7 @@ WAKE = {"en": "keep it short", "zh": "写短一点"}
 CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
 # Names a Chinese line may carry: products, formats, units, the demo's file, tools.
 NAMES = {"UsageError", "flower", "Markdown", "CSV", "MiB", "K", "FLOWER_LANG", "Write", "Read", "Claude", "Code", "MCP"}
+NAMES |= {"papermill", "nbclient"}  # the front ends the folder line names
 
 
 def _env(api: FakeAnthropic, tmp_path: Path, lang: str) -> dict[str, str]:
@@ -58,6 +59,7 @@ def foreign(text: str, lang: str, workspace: Path) -> list[str]:
         rest = re.sub(r"(?:/[^\s,;:)]+)+", "", rest)  # paths
         rest = re.sub(r"--?[a-z][a-z-]*", "", rest)  # flags
         rest = re.sub(r"\[[^\]]*\]", "", rest)  # tool names: * [mcp__human__ask]
+        rest = re.sub(r"%config FlowerMagics\.\w+", "", rest)  # a setting, spelled as typed
         rest = re.sub(r"\S+\.(?:md|json|db|py|ipynb)\b", "", rest)  # file names
         words = set(re.findall(r"[A-Za-z][A-Za-z_]+", rest)) - NAMES
         if words:
