@@ -76,12 +76,22 @@ def _base_python() -> tuple[Path, Path]:
     return binary, Path(sysconfig.get_path("stdlib"))
 
 
+def _describe(python: Path) -> tuple[Path, Path, Path]:
+    """A real interpreter's binary, stdlib and site-packages, as it reports them."""
+    code = "import sys, sysconfig; print(sys.executable); print(sysconfig.get_path('stdlib'));"
+    code += " print(sysconfig.get_path('purelib'))"
+    out = subprocess.run([str(python), "-I", "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    binary, stdlib, purelib = out.stdout.splitlines()
+    return Path(binary), Path(stdlib), Path(purelib)
+
+
 @dataclass
 class Machine:
     """The simulated machine: ``env()`` is the environment a person's shell there would have."""
 
     root: Path
     bin: Path
+    python_bin: Path
     system_bin: Path
     python: Path
     stdlib: Path
@@ -90,37 +100,51 @@ class Machine:
     home: Path
 
     @classmethod
-    def make(cls, root: Path, *, marked: bool = True, pip: bool = True, ensurepip: bool = False) -> Machine:
+    def make(
+        cls,
+        root: Path,
+        *,
+        marked: bool = True,
+        pip: bool = True,
+        ensurepip: bool = False,
+        system_python: Path | None = None,
+    ) -> Machine:
         """Builds the machine in ``root`` (an empty or missing folder).
 
         Args:
             marked: the interpreter carries the PEP 668 marker (Debian 12, Ubuntu 23.04 and later).
             pip: its pip is importable (Debian's python3-pip is installed).
             ensurepip: venv's pip bootstrap is there (Debian's python3.X-venv is installed).
+            system_python: use this real system interpreter (``/usr/bin/python3`` on Debian) as it
+                is, instead of simulating one; the three settings above are then its own.
         """
         base_binary, base_stdlib = _base_python()
         version = f"{sys.version_info[0]}.{sys.version_info[1]}"
-        prefix = root / "usr"
-        pybin = prefix / "bin"
-        stdlib = prefix / "lib" / f"python{version}"
-        site_packages = stdlib / "site-packages"
-        site_packages.mkdir(parents=True)
-        pybin.mkdir(parents=True, exist_ok=True)
-        # A copy, not a link: Python looks for its stdlib beside the file it runs from, after links.
-        python = pybin / f"python{version}"
-        shutil.copy2(base_binary, python)
-        (pybin / "python3").symlink_to(python.name)
-        for entry in base_stdlib.iterdir():
-            if entry.name in ("site-packages", "EXTERNALLY-MANAGED") or (entry.name == "ensurepip" and not ensurepip):
-                continue
-            (stdlib / entry.name).symlink_to(entry)
-        if marked:
-            (stdlib / "EXTERNALLY-MANAGED").write_text(MARKER_TEXT)
-        if pip:
-            base_site = Path(sysconfig.get_path("purelib", vars={"base": sys.base_prefix}))
-            for entry in base_site.glob("pip*"):
-                if entry.name == "pip" or entry.name.startswith("pip-"):
-                    (site_packages / entry.name).symlink_to(entry)
+        pybin = root / "usr" / "bin"
+        pybin.mkdir(parents=True)
+        if system_python is not None:
+            python, stdlib, site_packages = _describe(system_python)
+            (pybin / "python3").symlink_to(system_python)
+            base_stdlib = stdlib
+        else:
+            stdlib = root / "usr" / "lib" / f"python{version}"
+            site_packages = stdlib / "site-packages"
+            site_packages.mkdir(parents=True)
+            # A copy, not a link: Python looks for its stdlib beside the file it runs from, after links.
+            python = pybin / f"python{version}"
+            shutil.copy2(base_binary, python)
+            (pybin / "python3").symlink_to(python.name)
+            for entry in base_stdlib.iterdir():
+                skipped = entry.name in ("site-packages", "EXTERNALLY-MANAGED") or entry.name == "ensurepip"
+                if not skipped or (entry.name == "ensurepip" and ensurepip):
+                    (stdlib / entry.name).symlink_to(entry)
+            if marked:
+                (stdlib / "EXTERNALLY-MANAGED").write_text(MARKER_TEXT)
+            if pip:
+                base_site = Path(sysconfig.get_path("purelib", vars={"base": sys.base_prefix}))
+                for entry in base_site.glob("pip*"):
+                    if entry.name == "pip" or entry.name.startswith("pip-"):
+                        (site_packages / entry.name).symlink_to(entry)
 
         system_bin = root / "system-bin"
         system_bin.mkdir()
@@ -132,7 +156,9 @@ class Machine:
                 if not HIDDEN_COMMANDS.match(name) and not target.exists() and not target.is_symlink():
                     target.symlink_to(os.path.join(folder, name))
 
-        machine = cls(root, root / "bin", system_bin, python, stdlib, site_packages, root / "apt.log", root / "home")
+        machine = cls(
+            root, root / "bin", pybin, system_bin, python, stdlib, site_packages, root / "apt.log", root / "home"
+        )
         machine.bin.mkdir()
         machine.home.mkdir()
         node = shutil.which("node") or shutil.which("nodejs") or "/usr/bin/node"
@@ -159,7 +185,7 @@ class Machine:
         }
         # The interpreter's own bin, not a link to it: venv records the folder python3 was found in as
         # its home, and a venv whose home holds no stdlib falls back to the interpreter's build prefix.
-        env.update(PATH=f"{self.bin}:{self.python.parent}:{self.system_bin}", HOME=str(self.home))
+        env.update(PATH=f"{self.bin}:{self.python_bin}:{self.system_bin}", HOME=str(self.home))
         env.update(extra)
         return env
 
