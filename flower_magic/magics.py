@@ -30,10 +30,12 @@ import argparse
 import asyncio
 import atexit
 import contextlib
+import importlib
 import logging
 import os
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +55,42 @@ log = logging.getLogger(__name__)
 JOIN_POLL_S = 0.1  # how often the cell's thread looks for questions while the run goes
 WIND_DOWN_S = 30.0  # after an Interrupt: how long to wait for the agent to stop cleanly
 _LIVE_RUNTIMES: weakref.WeakSet[Any] = weakref.WeakSet()
+
+# The Claude Agent SDK takes seconds to import (it brings mcp, jsonschema and pydantic's models), and
+# the first %flower would wait for it. %load_ext starts that import in the background, so a %flower
+# typed a few seconds later finds it done; %load_ext itself stays as quick as before.
+WARM_MODULES = ("claude_agent_sdk",)
+_warming: threading.Thread | None = None
+
+
+def _warm_up() -> None:
+    for name in WARM_MODULES:
+        with logged(log, f"importing {name} ahead of the first run"):
+            importlib.import_module(name)
+
+
+def _start_warming(ipython: Any) -> Callable[..., None]:
+    """A ``post_run_cell`` callback that starts the background import once the %load_ext cell is
+    done (started inside the cell, it would slow %load_ext by competing for the interpreter)."""
+
+    def start(*_: Any) -> None:
+        global _warming
+        with logged(log, "unregistering the warm-up"):
+            ipython.events.unregister("post_run_cell", start)
+        if _warming is None:
+            _warming = threading.Thread(target=_warm_up, name="flower-warm-up", daemon=True)
+            _warming.start()
+
+    return start
+
+
+def _warmed() -> None:
+    """Wait for the background import before a run imports anything heavy itself: two threads
+    importing the same modules at once could see each other's half-initialised modules."""
+    if _warming is not None:
+        _warming.join()
+
+
 # What the JupyterLab extension renders and acts on (src/magicOutput.ts, PANEL_MIME).
 PANEL_MIME = "application/vnd.flower-magic.panel+json"
 
@@ -289,6 +327,7 @@ class FlowerMagics(Magics):
         resumable = waking or (not opts.new and unfinished_clarification(opts.workspace, opts.run_dir))
         if not opts.task and not resumable:
             raise UsageError(say("need_ask", opts.lang))
+        _warmed()  # mistakes are told at once; the run itself needs the SDK
         from flower_magic.core.goal import Goal
         from flower_magic.display import RunView
         from flower_magic.workflow.go import model_session
@@ -410,6 +449,8 @@ FlowerMagics.flower.__doc__ = f"{FlowerMagics.flower.__doc__ or ''}\n{PARSER.for
 
 def load(ipython: Any) -> None:
     """Register the magics; if the notebook's directory holds a run, show what it remembers."""
+    if _warming is None:
+        ipython.events.register("post_run_cell", _start_warming(ipython))
     ipython.register_magics(FlowerMagics)
     atexit.register(_rescue_all)
     with logged(log, "load"):

@@ -248,3 +248,19 @@ def test_every_module_imports_without_fcntl(tmp_path: Path, everyone: bool, pref
     assert found["imported"] >= (50 if everyone else 70)
     tried = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
     assert [line for line in tried if line.startswith("flower_magic")] == []
+
+
+def test_load_ext_imports_the_sdk_in_the_background_after_its_cell() -> None:
+    """Issue 12 (e): the first %flower waited ~6 s for the SDK's import. %load_ext now starts it once
+    its own cell is done (inside the cell it would slow %load_ext), and a run waits for it to finish."""
+    probe = (
+        "import sys\n"
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "sh = InteractiveShell.instance()\n"
+        'sh.run_cell(\'%load_ext flower_magic\\nimport sys\\nprint("DURING", "claude_agent_sdk" in sys.modules)\')\n'
+        "from flower_magic import magics\n"
+        "magics._warmed()\n"
+        "print('AFTER', 'claude_agent_sdk' in sys.modules, magics._warming is not None)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120)
+    assert "DURING False" in out.stdout and "AFTER True True" in out.stdout, out.stdout + out.stderr

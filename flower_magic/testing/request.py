@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +47,7 @@ class Request:
         body: the decoded JSON body.
         headers: request headers, lower-cased, without credentials.
         reply_kind: what the server answered (``message``, ``error:529``, ``reject:400`` ...).
+        at: when it arrived (``time.time()``: comparable with another process's clock).
     """
 
     index: int
@@ -53,6 +55,7 @@ class Request:
     body: dict[str, Any]
     headers: dict[str, str] = field(default_factory=dict)
     reply_kind: str = ""
+    at: float = field(default_factory=time.time)
 
     @property
     def messages(self) -> list[dict[str, Any]]:
