@@ -57,7 +57,13 @@ ACHIEVED = "## 结论\n达成\n\n## 理由\n看过了。\n\n## 未通过\n(无)\
 MUST_HOLD = {"clarifier": TASK, "goal": BRIEF_MARK, "worker": BRIEF_MARK, "judge": CHECK}
 STEP_OF = {"clarifier": "确认需求", "goal": "设定目标", "worker": "干活", "judge": "干活·判定"}
 # After the session id: the prompt reaches the store ~0.1 s later, the model answers after 1.2 s.
-DELAYS_S = (0.0, 0.03, 0.06, 0.1, 0.15, 0.25, 0.5, 0.9)
+# Five moments in CI (before the prompt is stored, around it, while the model holds it); the eight of
+# the original measurement with FLOWER_KILL_DELAYS=all (about 100 s more).
+DELAYS_S = (
+    (0.0, 0.03, 0.06, 0.1, 0.15, 0.25, 0.5, 0.9)
+    if os.environ.get("FLOWER_KILL_DELAYS") == "all"
+    else (0.0, 0.06, 0.15, 0.5, 0.9)
+)
 REPLY_DELAY_S = 1.2  # the model takes its time: later kills land while it holds the prompt
 
 
