@@ -291,12 +291,24 @@ class FlowerMagics(Magics):
         # %config FlowerMagics.run_dir: the panel reads the same run dir, when it lies under the folder.
         with contextlib.suppress(ValueError):
             request["run_dir"] = RunDir.at(here, self.run_dir or None).path.relative_to(here).as_posix()
+        if not self._in_jupyter_server_front_end():
+            display({"text/plain": say("panel_elsewhere", self._lang(), where=ws)}, raw=True)
+            return
         display(
             {
                 PANEL_MIME: request,
                 "text/plain": say("lab_open_plain", self._lang(), where=ws, command=say("lab_command", self._lang())),
             },
             raw=True,
+        )
+
+    def _in_jupyter_server_front_end(self) -> bool:
+        """The kernel serves a front end of jupyter_server (JupyterLab, Notebook 7), which names each
+        kernel's session (JPY_SESSION_NAME); terminal IPython, VS Code and nbclient have no panel."""
+        return (
+            getattr(self.shell, "kernel", None) is not None
+            and bool(os.environ.get("JPY_SESSION_NAME"))
+            and "__vsc_ipynb_file__" not in self.shell.user_ns
         )
 
     # -- --status -----------------------------------------------------------------------------------

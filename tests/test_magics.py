@@ -206,7 +206,7 @@ def test_the_workspace_setting_binds_the_banner_status_and_panel(
     assert fresh_shell.run_cell("%flower --status").error_in_exec is None
     assert str(chosen) in capsys.readouterr().out
     assert fresh_shell.run_cell("%flower --panel").error_in_exec is None
-    assert f"{chosen})" in capsys.readouterr().out  # the panel opens on the chosen folder
+    assert str(chosen) in capsys.readouterr().out  # the panel's line names the chosen folder
     assert not (tmp_path / "started" / "runs").exists()
 
 
@@ -221,3 +221,17 @@ def test_a_workspace_setting_naming_a_file_is_one_usage_error(
     assert type(result.error_in_exec) is UsageError
     assert str(tmp_path / "a-file") in str(result.error_in_exec) and "\n" not in str(result.error_in_exec)
     assert snapshot(tmp_path) == before
+
+
+def test_panel_outside_jupyterlab_says_where_the_run_can_be_seen(
+    fresh_shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 12: in terminal IPython (or VS Code, nbclient) --panel pointed to a palette command that
+    does not exist there. It now says the panel is JupyterLab's and how to see the run here."""
+    fresh_shell.extension_manager.load_extension("flower_magic")
+    capsys.readouterr()
+    assert fresh_shell.run_cell("%flower --panel").error_in_exec is None
+    out = capsys.readouterr().out
+    start = tmp_path / "started"
+    assert say("panel_elsewhere", "zh", where=start) in out
+    assert say("lab_command", "zh") not in out

@@ -348,6 +348,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "lab_placeholder": "停止标记",
         "lab_placeholder_tip": "flower 在上一轮停下处放的占位;从不发给模型",
         "lab_started_over": "从这里重新开始(--new,{at})",
+        "panel_elsewhere": "Flower 面板属于 JupyterLab 和 Notebook 7,这个前端两者都不是:在这里用 `%flower --status` 看 {where} 的运行,或者在终端里用 `flower --status`",
     },
     "en": {
         "wake_head": "<- picking up in {where}",
@@ -685,6 +686,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "lab_placeholder": "stop mark",
         "lab_placeholder_tip": "flower's placeholder where the last round stopped; the model is never sent it",
         "lab_started_over": "started over here (--new, {at})",
+        "panel_elsewhere": "The Flower panel is part of JupyterLab and Notebook 7, and this front end is neither: `%flower --status` shows the run of {where} here, and `flower --status` in a terminal",
     },
 }
 
