@@ -305,10 +305,12 @@ class FlowerMagics(Magics):
     def _in_jupyter_server_front_end(self) -> bool:
         """The kernel serves a front end of jupyter_server (JupyterLab, Notebook 7), which names each
         kernel's session (JPY_SESSION_NAME); terminal IPython, VS Code and nbclient have no panel."""
+        shell = self.shell
         return (
-            getattr(self.shell, "kernel", None) is not None
+            shell is not None
+            and getattr(shell, "kernel", None) is not None
             and bool(os.environ.get("JPY_SESSION_NAME"))
-            and "__vsc_ipynb_file__" not in self.shell.user_ns
+            and "__vsc_ipynb_file__" not in shell.user_ns
         )
 
     # -- --status -----------------------------------------------------------------------------------

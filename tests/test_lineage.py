@@ -449,3 +449,12 @@ def test_kill_minus_9_mid_write_leaves_a_whole_file(ws: Path, run_dir: Path) -> 
 
     Lineage.open(run_dir, ws).bump()  # sweeps the temps the killed writers left
     assert sorted(p.name for p in run_dir.iterdir()) == [FILENAME]
+
+
+def test_archiving_nothing_makes_no_folder(ws: Path, run_dir: Path) -> None:
+    """``--new`` in a fresh folder left an empty archive folder and said "archived to ..."; the
+    panel would read that folder as a start-over."""
+    notes = ws / ".flower" / "notes"
+    lin = Lineage.open(run_dir, ws)
+    assert lin.archive(notes / "archive", extra=[notes / "需求.md"]) is None
+    assert not (notes / "archive").exists()

@@ -248,7 +248,7 @@ class Lineage:
             return
         self.last_error = None
 
-    def archive(self, into: str | os.PathLike[str], *, extra: Iterable[str | os.PathLike[str]] = ()) -> Path:
+    def archive(self, into: str | os.PathLike[str], *, extra: Iterable[str | os.PathLike[str]] = ()) -> Path | None:
         """Move lineage.json and each existing file in ``extra`` into ``<into>/<YYYYmmdd-HHMMSS>[-N]/``.
 
         Afterwards ``steps`` is empty and ``woke`` is 0 (in memory; the file is gone until the next
@@ -256,16 +256,18 @@ class Lineage:
         ``last_error`` and skipped.
 
         Returns:
-            The archive folder.
+            The archive folder; None when there was nothing to archive (no folder is made: an empty
+            one would read as a start-over that set nothing aside).
         """
-        dest = self._new_archive_dir(Path(into))
-        for src in (self.path, *(Path(p) for p in extra)):
-            if not src.is_file():
-                continue
-            try:
-                shutil.move(src, dest / src.name)
-            except OSError as exc:
-                self.last_error = exc
+        sources = [src for src in (self.path, *(Path(p) for p in extra)) if src.is_file()]
+        dest: Path | None = None
+        if sources:
+            dest = self._new_archive_dir(Path(into))
+            for src in sources:
+                try:
+                    shutil.move(src, dest / src.name)
+                except OSError as exc:
+                    self.last_error = exc
         self.steps = {}
         self.woke = 0
         # Whatever was bad is now in the archive; if lineage.json could not be moved, the next flush
