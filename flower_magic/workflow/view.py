@@ -128,6 +128,8 @@ def _ask(ev: Event, p: dict[str, Any], lang: str, clip: Clip) -> Shown | None:
         lines.append([("dim", say("waiting", lang))])
     elif state == "answered":
         lines.append([("ok", "  + " + clip(str(p.get("answer") or ""), QUESTION_CHARS))])
+    elif state == "declined" and p.get("answer"):
+        lines.append(ask_state_line("cancelled", lang))  # declined with a reason: the run stopped asking
     elif state:
         lines.append(ask_state_line(state, lang))
     return Shown(lines, "ask", key=str(p.get("id")), head=head, state=state)
