@@ -113,8 +113,9 @@ class AskWidget:
         )
         rows: list[Any] = [self.question]
         if self.options:
-            rows.append(w.HBox(self.options, layout=w.Layout(flex_flow="row wrap", gap="6px")))
-        rows.append(w.HBox([self.text, self.send, self.decide], layout=w.Layout(flex_flow="row wrap", gap="6px")))
+            rows.append(w.HBox(self.options, layout=w.Layout(flex_flow="row wrap")).add_class("fm-ask-row"))
+        answer_row = w.HBox([self.text, self.send, self.decide], layout=w.Layout(flex_flow="row wrap"))
+        rows.append(answer_row.add_class("fm-ask-row"))
         self.box = w.VBox(rows, layout=w.Layout(width="100%")).add_class("fm-ask")
         for button, option in zip(self.options, options, strict=True):
             button.on_click(lambda _b, o=option: self._settle(o))

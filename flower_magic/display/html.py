@@ -101,6 +101,7 @@ STYLE = (
     ".flower-magic .fm-ask{margin:.4em 0;padding:.5em .7em;border:1px solid var(--fm-line);"
     "border-left:4px solid var(--fm-warn);border-radius:3px}"
     ".flower-magic .fm-ask-q{font-weight:bold;white-space:pre-wrap;overflow-wrap:anywhere}"
+    ".flower-magic .fm-ask-row{gap:6px;margin-top:.4em}"
     ".flower-magic .fm-ask .widget-button{width:auto;max-width:100%}"
     ".flower-magic .fm-ask .widget-text{flex:1 1 20em;width:auto}"
     "</style>"
