@@ -68,7 +68,7 @@ class TagAudit(HTMLParser):
     )
     ALLOWED_ATTRS = frozenset(
         {"class", "aria-hidden", "title", "role", "aria-label", "aria-valuemin", "aria-valuemax", "aria-valuenow"}
-        | {"data-status", "data-state"}
+        | {"data-status", "data-state", "open"}
     )
     STYLE = re.compile(r"width:\d+(\.\d)?%")  # the only inline style: a bar's fill, a number we computed
 

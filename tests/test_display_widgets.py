@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from flower_magic.core.events import Event
+from flower_magic.core.human import ASK_TOOL
 from flower_magic.core.rundir import RunDir, Snapshot
 from flower_magic.core.words import say
 from flower_magic.display import RunView
@@ -57,16 +58,18 @@ def view(**kwargs: Any) -> RunView:
 def test_the_header_says_status_step_round_time_cost_and_context_against_the_window() -> None:
     s = RunState("en", rounds=2, window=200_000)
     s.feed(step("确认需求", 1))
+    assert (s.header().round_n, s.header().rounds) == (0, 0)  # rounds belong to the judged (last) step
+    s.feed(step("干活", 3))
     s.feed(Event("text", "hi", payload={"context": 50_000}))
     s.feed(Event("result", "", payload={"cost_usd": 0.25}))
     h = s.header(s.started + 65)
-    assert (h.status, h.step, h.index, h.total, h.round_n, h.rounds) == ("running", "确认需求", 1, 3, 1, 2)
-    assert (h.context, h.context_step, h.window, h.context_share) == (50_000, "确认需求", 200_000, 0.25)
+    assert (h.status, h.step, h.index, h.total, h.round_n, h.rounds) == ("running", "干活", 3, 3, 1, 2)
+    assert (h.context, h.context_step, h.window, h.context_share) == (50_000, "干活", 200_000, 0.25)
     page = header_html(h, "en")
-    assert "running" in page and "step 1/3 · 确认需求" in page and "round 1/2" in page
-    assert "1:05 elapsed" in page and "total $0.25" in page and "确认需求 context 50.0K of 200K" in page
+    assert "running" in page and "step 3/3 · 干活" in page and "round 1/2" in page
+    assert "1:05 elapsed" in page and "total $0.25" in page and "干活 context 50.0K of 200K" in page
     assert 'aria-valuenow="50000"' in page and 'style="width:25.0%"' in page
-    assert page.count("fm-seg-run") == 1 and page.count("fm-seg-todo") == 2
+    assert page.count("fm-seg-done") == 2 and page.count("fm-seg-run") == 1
 
 
 def test_the_header_context_is_the_banners_until_the_step_reports_and_never_a_judges() -> None:
@@ -172,6 +175,7 @@ def test_a_question_is_shown_once_as_a_widget_and_a_click_answers_it() -> None:
     v = view(lang="en")
     v.attach(lambda ask_id, text: answers.append((ask_id, text)), in_place=True)
     v.sink(step("确认需求", 1))
+    v.sink(Event("tool_call", "Where to?", tool=ASK_TOOL, payload={"id": "t1", "input": {"question": "Where to?"}}))
     v.sink(_asked())
     v._render()
     ((ask_id, (section, widget)),) = v._widgets._asks.items()
@@ -277,3 +281,16 @@ def test_clicks_seen_on_the_routing_thread_settle_the_question_once() -> None:
     widget._on_click("b")(click)
     assert answers == ["my own"]
     widget.close()
+
+
+def test_the_static_html_collapses_finished_steps_and_keeps_the_last_open() -> None:
+    """What nbconvert and a saved notebook show: the same sections, as ``<details>``."""
+    v = view(lang="zh")
+    v.sink(step("确认需求", 1))
+    v.on_step(None, FakeResult(num_turns=1))
+    v.sink(step("干活", 3))
+    v.sink(Event("text", "工作中"))
+    v.close({}, 0.02, "/m.json")
+    page = v.bundle()["text/html"]
+    assert page.count('<details class="fm-sec">') == 1 and page.count('<details class="fm-sec" open>') == 1
+    assert page.index('<details class="fm-sec">') < page.index("确认需求") < page.index("1 轮 · $0.0100")

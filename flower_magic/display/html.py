@@ -51,6 +51,8 @@ STYLE = (
     ".flower-magic summary{cursor:pointer;white-space:pre-wrap;overflow-wrap:anywhere;list-style:none}"
     ".flower-magic summary::-webkit-details-marker{display:none}"
     ".flower-magic summary::before{content:'▸ ';opacity:.68}"
+    ".flower-magic details.fm-sec>summary{display:flex;align-items:center}"
+    ".flower-magic details.fm-sec>summary>.fm-step{flex:1 1 auto;margin:.3em 0}"
     ".flower-magic details[open]>summary::before{content:'▾ '}"
     ".flower-magic summary:hover{text-decoration:underline dotted}"
     ".flower-magic .fm-pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:.2em 0 .4em 2ch;padding:.3em .6em;"
@@ -98,6 +100,14 @@ STYLE = (
     ".flower-magic .fm-check-text{overflow-wrap:anywhere}"
     # the live widgets: a section per step, the question
     ".flower-magic .fm-section{margin:.15em 0}"
+    ".flower-magic .jupyter-widget-Accordion .jupyter-widget-Collapse-header{"
+    "background:var(--jp-layout-color1,transparent);color:var(--jp-ui-font-color1,inherit);font-family:var(--jp-ui-font-family,system-ui,sans-serif);"
+    "font-size:var(--jp-ui-font-size1,13px);font-weight:600;padding:.35em .7em;border-color:var(--fm-line)}"
+    ".flower-magic .jupyter-widget-Accordion .jupyter-widget-Collapse-header:hover{"
+    "background:var(--jp-layout-color2,transparent)}"
+    ".flower-magic .jupyter-widget-Accordion .jupyter-widget-Collapse-contents{padding:.3em .8em .5em;"
+    "background:var(--jp-layout-color1,transparent);color:var(--jp-content-font-color1,inherit);"
+    "border-color:var(--fm-line)}"
     ".flower-magic .fm-ask{margin:.4em 0;padding:.5em .7em;border:1px solid var(--fm-line);"
     "border-left:4px solid var(--fm-warn);border-radius:3px}"
     ".flower-magic .fm-ask-q{font-weight:bold;white-space:pre-wrap;overflow-wrap:anywhere}"
@@ -163,6 +173,11 @@ def step_html(line: Line) -> str:
 def question_html(text: str) -> str:
     """The agent's question (data, escaped here) as the question widget shows it."""
     return f'<div class="fm-ask-q">{esc(text)}</div>'
+
+
+def section_html(head: str, body: str, *, is_open: bool) -> str:
+    """A step's section (``head`` and ``body`` built here): collapsible, ``head`` always shown."""
+    return f'<details class="fm-sec"{" open" if is_open else ""}><summary>{head}</summary>{body}</details>'
 
 
 def label_html(line: Line) -> str:

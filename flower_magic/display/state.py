@@ -116,9 +116,17 @@ class Section:
     def note_lines(self, lang: str) -> list[Line]:
         return [[("dim", say("earlier", lang, n=self.log.dropped))]] if self.log.dropped else []
 
-    def to_html(self, lang: str) -> str:
-        head = html.step_html(self.header) if self.header is not None else ""
-        return head + html.lines_html(self.note_lines(lang)) + self.log.to_html()
+    def to_html(self, lang: str, *, is_open: bool = True) -> str:
+        """The section as static HTML: a step is a ``<details>`` whose summary is its header with the
+        result in its tail (collapsed unless ``is_open``), so an export reads like the live view."""
+        body = html.lines_html(self.note_lines(lang)) + self.log.to_html()
+        if self.header is None:
+            return body
+        line = self.header
+        if self.result is not None:  # the header's tail, then how the step ended
+            line = [*line[:-1], ("dim", line[-1][1] + "".join(text for _, text in self.summary(lang)[2:]))]
+        head = html.step_html(line)
+        return html.section_html(head, body, is_open=is_open)
 
     def to_text(self, lang: str) -> str:
         parts = [f"\n{html.line_text(self.header)}\n"] if self.header is not None else []
@@ -376,6 +384,10 @@ class RunState:
         return max(0.0, end - self.started)
 
     def _round(self) -> tuple[int, int]:
+        """The judge's round n/N; (0, 0) before the judged step (the last one) has started."""
+        step = self.section
+        if not self.rounds_seen and not (step.header is not None and step.total and step.index == step.total):
+            return 0, 0
         if self.ended is None:
             return min(self.rounds_seen + 1, self.rounds), self.rounds
         return min(self.rounds_seen, self.rounds), self.rounds if self.rounds_seen else 0
@@ -439,7 +451,7 @@ class RunState:
                 self.head_html()
                 + self.header_html(now)
                 + self.goals_html()
-                + "".join(s.to_html(self.lang) for s in self.sections)
+                + "".join(s.to_html(self.lang, is_open=s is self.sections[-1] or s.ok is False) for s in self.sections)
                 + self.closing_html()
             )
         return html.wrap(body)

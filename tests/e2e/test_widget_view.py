@@ -147,8 +147,8 @@ def test_the_live_view_header_badges_sections_and_a_question_answered_by_a_click
         assert page.locator(f"{VIEW} .fm-header").get_attribute("data-status") == "done"
         page.screenshot(path=str(SCREENSHOTS / "widget-view-done-lab.png"))
         found += _contrast(page, "widget-view-done")
-        assert found == []
+        assert found == [], "\n".join(found)
     rows = json.loads((root / "proj" / "runs" / "manifest.json").read_text(encoding="utf-8"))
-    assert [r["step"] for r in rows][0] == "确认需求"
+    assert rows[0]["step"] == "确认需求"
     log = (root / "proj" / ".flower" / "notes" / LOG_NAME).read_text(encoding="utf-8")
     assert OPTIONS[1] in log  # the click reached the agent as the answer
