@@ -343,6 +343,7 @@ class FlowerMagics(Magics):
             raise UsageError(say("need_ask", opts.lang))
         _warmed()  # mistakes are told at once; the run itself needs the SDK
         from flower_magic.core.goal import Goal
+        from flower_magic.core.handoff import default_window
         from flower_magic.display import RunView
         from flower_magic.workflow.go import model_session
 
@@ -356,6 +357,7 @@ class FlowerMagics(Magics):
             banner_facts=facts if waking else None,
             # Headless (nbclient, papermill): no widgets, one display updated in place.
             interactive=bool(getattr(kernel, "_allow_stdin", True)),
+            window=opts.window or default_window(),
         )
         with model_session(opts):
             self._go(opts, view)
@@ -380,12 +382,13 @@ class FlowerMagics(Magics):
             raise
         if opts.demo:
             view.say("dim", say("demo_on", opts.lang))
+        view.attach(starter.channel.answer)
         view.show()
         _LIVE_RUNTIMES.add(rt)
         runner = _Runner(starter, rt, view, lock)
         try:
             runner.start()
-            self._wait(runner, starter.channel, rt)
+            self._wait(runner, starter.channel, rt, ask=not view.answers_in_place, lang=opts.lang)
         finally:
             if runner.ident is None:  # the thread never started, so it will not release the lock
                 lock.release()
@@ -393,12 +396,14 @@ class FlowerMagics(Magics):
             # cuts the cell short must still find the step in flight and record it.
             view.close(runner.ctx, rt.total_cost(), str(rt.manifest_path))
 
-    def _wait(self, runner: _Runner, channel: Any, rt: Any) -> None:
-        """Serve questions while the run goes; turn Interrupt into a clean stop."""
+    def _wait(self, runner: _Runner, channel: Any, rt: Any, *, ask: bool = True, lang: str = "zh") -> None:
+        """Serve questions while the run goes (``ask``: with input(); else the view's widget answers
+        them); turn Interrupt into a clean stop."""
         asked: set[str] = set()
         try:
             while runner.is_alive():
-                self._answer_questions(channel, asked)
+                if ask:
+                    self._answer_questions(channel, asked, lang)
                 runner.join(JOIN_POLL_S)
         except KeyboardInterrupt:
             rt.interrupt("", resume=False)
@@ -413,14 +418,15 @@ class FlowerMagics(Magics):
             raise runner.error
 
     @staticmethod
-    def _answer_questions(channel: Any, asked: set[str]) -> None:
+    def _answer_questions(channel: Any, asked: set[str], lang: str = "zh") -> None:
         for ask in channel.pending():
             if ask.id in asked:
                 continue
             asked.add(ask.id)
-            options = "".join(f"\n  {i}. {o}" for i, o in enumerate(ask.options, start=1))
             try:
-                answer = input(f"? {ask.question}{options}\n> ")
+                # The view already shows the question and its numbered options: the prompt only says
+                # how to answer, so the question is on the page once.
+                answer = input(say("answer_prompt", lang))
             except StdinNotImplementedError:
                 # No one can answer here (nbclient, papermill): the agent decides and records it.
                 channel.nobody_answers()

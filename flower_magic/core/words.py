@@ -25,6 +25,29 @@ _TEXTS: dict[str, dict[str, str]] = {
         "wake_head": "<- 在 {where} 接上上次",
         "brief_ok": "需求已确认",
         "goals": "目标 {n} 条",
+        "goals_1": "目标 {n} 条",
+        "result_1": "{n} 轮 · ${cost:.4f} · 用时 {elapsed}",
+        "earlier_1": "… 前面还有 {n} 条(完整记录在会话和 manifest.json 里)",
+        "hdr_step": "第 {n}/{total} 步 · {name}",
+        "hdr_elapsed": "用时 {elapsed}",
+        "hdr_cost": "累计 ${cost:.2f}",
+        "hdr_context": "{step}上下文 {ctx} / {window}",
+        "hdr_context_only": "{step}上下文 {ctx}",
+        "hdr_context_tip": "这一步会话的上下文占模型上下文窗口的比例;到交接线会交给新会话接着做",
+        "run_running": "运行中",
+        "run_asking": "等你回答",
+        "run_done": "完成",
+        "run_failed": "停下了",
+        "badge_pass": "通过",
+        "badge_fail": "未通过",
+        "badge_pending": "待判定",
+        "badge_unverifiable": "这里无法验证",
+        "ask_send": "回答",
+        "ask_decide": "让它自己拿主意",
+        "ask_placeholder": "写一个回答(留空 = 让它自己拿主意)",
+        "answer_prompt": "回答(数字选一项;留空 = 让它自己拿主意)> ",
+        "step_tools": "工具调用 {n} 次",
+        "step_tools_1": "工具调用 {n} 次",
         "work_ctx": "干活上下文 {ctx}",
         "wake_n": "第 {n} 次唤醒",
         "carried": "<- 接上次",
@@ -37,7 +60,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "cancelled": "已取消",
         "done": "完成",
         "failed": "失败",
-        "result": "{turns} 轮 · ${cost:.4f} · 用时 {elapsed}",
+        "result": "{n} 轮 · ${cost:.4f} · 用时 {elapsed}",
         "status": "上下文 {ctx} · 累计 ${cost:.2f} · {elapsed}",
         "round": "第 {n}/{total} 轮",
         "total": "总花费 ${cost:.4f} · 清单 {manifest}",
@@ -175,7 +198,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "handoff_degraded_error": "交接降级({why})",
         "resume_from_missing": "步骤 '{step}' 要求 resume_from='{source}',但那一步没有产生会话(未运行或已失败)",
         "ask_timeout": "(没人回答,它自己拿主意)",
-        "ask_declined": "(没有回答)",
+        "ask_declined": "(留空:让它自己拿主意)",
         "ask_over_budget": "(提问次数用完了)",
         "ask_invalid": "(问题是空的)",
         "ask_cancelled": "(提问被中断)",
@@ -354,6 +377,29 @@ _TEXTS: dict[str, dict[str, str]] = {
         "wake_head": "<- picking up in {where}",
         "brief_ok": "brief confirmed",
         "goals": "{n} goals",
+        "goals_1": "{n} goal",
+        "result_1": "{n} turn · ${cost:.4f} · {elapsed}",
+        "earlier_1": "… {n} earlier entry (the full record is in the session and manifest.json)",
+        "hdr_step": "step {n}/{total} · {name}",
+        "hdr_elapsed": "{elapsed} elapsed",
+        "hdr_cost": "total ${cost:.2f}",
+        "hdr_context": "{step} context {ctx} of {window}",
+        "hdr_context_only": "{step} context {ctx}",
+        "hdr_context_tip": "How much of the model's context window this step's session holds; at the hand-off line a new session takes over",
+        "run_running": "running",
+        "run_asking": "waiting for you",
+        "run_done": "done",
+        "run_failed": "stopped",
+        "badge_pass": "passed",
+        "badge_fail": "failed",
+        "badge_pending": "not judged yet",
+        "badge_unverifiable": "can't verify here",
+        "ask_send": "Answer",
+        "ask_decide": "Let the agent decide",
+        "ask_placeholder": "Type an answer (empty = let the agent decide)",
+        "answer_prompt": "Answer (a number picks an option; empty = let the agent decide)> ",
+        "step_tools": "{n} tool calls",
+        "step_tools_1": "{n} tool call",
         "work_ctx": "work context {ctx}",
         "wake_n": "wake #{n}",
         "carried": "<- continuing",
@@ -366,7 +412,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "cancelled": "cancelled",
         "done": "done",
         "failed": "failed",
-        "result": "{turns} turns · ${cost:.4f} · {elapsed}",
+        "result": "{n} turns · ${cost:.4f} · {elapsed}",
         "status": "context {ctx} · total ${cost:.2f} · {elapsed}",
         "round": "round {n}/{total}",
         "total": "total ${cost:.4f} · manifest {manifest}",
@@ -512,7 +558,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "handoff_degraded_error": "hand-off degraded ({why})",
         "resume_from_missing": "step '{step}' has resume_from='{source}', but that step produced no session (not run, or failed)",
         "ask_timeout": "(nobody answered; it decides itself)",
-        "ask_declined": "(not answered)",
+        "ask_declined": "(left empty: let the agent decide)",
         "ask_over_budget": "(out of questions)",
         "ask_invalid": "(the question was empty)",
         "ask_cancelled": "(question interrupted)",
@@ -709,8 +755,15 @@ def pick_lang_or_default(value: str | None = None) -> str:
 
 
 def say(key: str, lang: str = "zh", **fields: Any) -> str:
-    """One phrase in ``lang``, with its fields filled in."""
-    return _TEXTS.get(lang, _TEXTS["zh"])[key].format(**fields)
+    """One phrase in ``lang``, with its fields filled in.
+
+    A phrase that counts something has a singular form under ``<key>_1`` (``1 turn``, not ``1 turns``);
+    it is said when the field ``n`` is 1.
+    """
+    table = _TEXTS.get(lang, _TEXTS["zh"])
+    if fields.get("n") == 1 and f"{key}_1" in table:
+        key = f"{key}_1"
+    return table[key].format(**fields)
 
 
 def phrases(lang: str, prefix: str) -> dict[str, str]:

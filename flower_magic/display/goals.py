@@ -25,6 +25,23 @@ def marks_of(checks: Iterable[Any] | None) -> dict[str, bool]:
     return marks
 
 
+PASS, FAIL, PENDING, UNVERIFIABLE = "pass", "fail", "pending", "unverifiable"
+
+
+def check_states(
+    checks: Sequence[str], marks: Mapping[str, bool], unverifiable: Iterable[str] = ()
+) -> list[tuple[str, str]]:
+    """``[(check, state)]``: the judge's latest word on each check (``pass``, ``fail``), else
+    ``unverifiable`` when it is marked so, else ``pending``."""
+    doubtful = set(unverifiable)
+    out = []
+    for check in checks:
+        passed = marks.get(check)
+        state = PASS if passed is True else FAIL if passed is False else UNVERIFIABLE if check in doubtful else PENDING
+        out.append((check, state))
+    return out
+
+
 def _mark(check: str, marks: Mapping[str, bool], unverifiable: Iterable[str]) -> tuple[str, str]:
     passed = marks.get(check)
     if passed is True:

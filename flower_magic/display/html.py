@@ -21,46 +21,99 @@ from flower_magic.workflow.phrases import Line
 
 ROOT_CLASS = "flower-magic"
 STYLES = frozenset({"dim", "bold", "head", "ok", "bad", "warn", "note"})
-# Enough "=" to fill any output width; CSS clips the rule where the tail begins.
-RULE_FILL = "=" * 240
-
 STYLE = (
     "<style>"
-    ".flower-magic{font-family:var(--jp-code-font-family,Menlo,Consolas,'DejaVu Sans Mono',monospace);"
+    # Colours are JupyterLab's theme variables. Coloured text uses the theme's darkest shade on a light
+    # background and a light one on a dark background, so it keeps 4.5:1 (WCAG AA) in both; orange is
+    # never text (no shade of it reads on white), it marks borders only. Marks and words carry the
+    # meaning; colour repeats it.
+    ".flower-magic{--fm-ok:var(--jp-success-color0,#1b5e20);--fm-bad:var(--jp-error-color0,#b71c1c);"
+    "--fm-note:var(--jp-info-color0,#006064);--fm-warn:var(--jp-warn-color1,#f57c00);"
+    "--fm-accent:var(--jp-brand-color1,#1976d2);--fm-line:var(--jp-border-color2,rgba(128,128,128,.35));"
+    "--fm-track:var(--jp-layout-color3,rgba(128,128,128,.25));"
+    "font-family:var(--jp-code-font-family,Menlo,Consolas,'DejaVu Sans Mono',monospace);"
     "font-size:var(--jp-code-font-size,13px);line-height:1.5;text-align:left;margin:0;padding:0}"
+    "[data-jp-theme-light='false'] .flower-magic{--fm-ok:var(--jp-success-color2);--fm-bad:var(--jp-error-color2);"
+    "--fm-note:var(--jp-info-color2);--fm-accent:var(--jp-brand-color2)}"
     ".flower-magic .fm-line{white-space:pre-wrap;overflow-wrap:anywhere;min-height:1.5em;margin:0;padding:0}"
     ".flower-magic .fm-sub{padding-left:4ch}"
     ".flower-magic .fm-dim{opacity:.68}"
     ".flower-magic .fm-bold{font-weight:bold}"
-    ".flower-magic .fm-head{font-weight:bold;color:var(--jp-info-color0,#0e8fa3)}"
-    ".flower-magic .fm-note{color:var(--jp-info-color0,#0e8fa3)}"
-    ".flower-magic .fm-ok{color:var(--jp-success-color1,#2e9d4a)}"
-    ".flower-magic .fm-bad{color:var(--jp-error-color1,#d9453a)}"
-    ".flower-magic .fm-warn{color:var(--jp-warn-color0,#d97706)}"
-    ".flower-magic .fm-step{display:flex;align-items:baseline;gap:1ch;margin:.6em 0 .3em;white-space:pre}"
-    # the fill is out of flow, so its 240 "=" never widen the line (an HTML widget sizes to content)
-    ".flower-magic .fm-rule{position:relative;flex:1 1 4ch;min-width:4ch;align-self:stretch;overflow:hidden;"
-    "color:var(--jp-info-color0,#0e8fa3);opacity:.55}"
-    ".flower-magic .fm-rule>span{position:absolute;left:0;top:0;white-space:nowrap}"
+    ".flower-magic .fm-head{font-weight:bold;color:var(--fm-note)}"
+    ".flower-magic .fm-note{color:var(--fm-note)}"
+    ".flower-magic .fm-ok{color:var(--fm-ok)}"
+    ".flower-magic .fm-bad{color:var(--fm-bad)}"
+    ".flower-magic .fm-warn{font-weight:bold;border-left:3px solid var(--fm-warn);padding-left:.5ch}"
+    ".flower-magic .fm-step{display:flex;align-items:center;gap:1ch;margin:.6em 0 .3em;white-space:pre}"
+    ".flower-magic .fm-rule{flex:1 1 4ch;min-width:4ch;border-top:2px solid var(--fm-line)}"
     ".flower-magic .fm-step .fm-dim{flex:0 1 auto;white-space:pre-wrap}"
     ".flower-magic details{margin:0;padding:0}"
     ".flower-magic summary{cursor:pointer;white-space:pre-wrap;overflow-wrap:anywhere;list-style:none}"
     ".flower-magic summary::-webkit-details-marker{display:none}"
+    ".flower-magic summary::before{content:'▸ ';opacity:.68}"
+    ".flower-magic details.fm-sec>summary{display:flex;align-items:center}"
+    ".flower-magic details.fm-sec>summary>.fm-step{flex:1 1 auto;margin:.3em 0}"
+    ".flower-magic details[open]>summary::before{content:'▾ '}"
     ".flower-magic summary:hover{text-decoration:underline dotted}"
     ".flower-magic .fm-pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:.2em 0 .4em 2ch;padding:.3em .6em;"
-    "max-height:24em;overflow:auto;font:inherit;border-left:2px solid var(--jp-border-color2,rgba(128,128,128,.35));"
+    "max-height:24em;overflow:auto;font:inherit;border-left:2px solid var(--fm-line);"
     "background:var(--jp-cell-editor-background,rgba(128,128,128,.10))}"
-    ".flower-magic .fm-box{border-top:1px solid var(--jp-border-color2,rgba(128,128,128,.35));"
-    "margin-top:.4em;padding-top:.3em}"
+    ".flower-magic .fm-box{border-top:1px solid var(--fm-line);margin-top:.4em;padding-top:.3em}"
     ".flower-magic .fm-block{margin:.2em 0}"
     ".flower-magic .fm-label{display:inline-block;min-width:6em;font-weight:bold}"
     ".flower-magic .fm-scroll{overflow-x:auto;max-width:100%}"
     ".flower-magic table.fm-table{border-collapse:collapse;margin:.3em 0;font:inherit;color:inherit}"
     ".flower-magic .fm-table th,.flower-magic .fm-table td{padding:.1em .8em .1em 0;text-align:left;"
     "vertical-align:top;border:none;background:none;white-space:nowrap;color:inherit}"
-    ".flower-magic .fm-table th{font-weight:bold;border-bottom:1px solid var(--jp-border-color2,rgba(128,128,128,.35))}"
+    ".flower-magic .fm-table th{font-weight:bold;border-bottom:1px solid var(--fm-line)}"
     ".flower-magic .fm-table .fm-num{text-align:right}"
     ".flower-magic .fm-table td.fm-wrap{white-space:pre-wrap;overflow-wrap:anywhere;max-width:28em}"
+    # the header: one wrapping row of facts; the context bar fills as the session grows
+    ".flower-magic .fm-header{display:flex;flex-wrap:wrap;align-items:center;gap:.4em 1.2em;margin:.3em 0;"
+    "padding:.45em .7em;border:1px solid var(--fm-line);border-radius:4px;"
+    "font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:var(--jp-ui-font-size1,13px)}"
+    ".flower-magic .fm-hitem{display:inline-flex;align-items:center;gap:.5em;white-space:nowrap}"
+    ".flower-magic .fm-hstep{font-weight:bold}"
+    ".flower-magic .fm-chip{font-weight:bold;padding:.05em .6em;border:2px solid var(--fm-accent);border-radius:1em}"
+    ".flower-magic .fm-st-asking{border-color:var(--fm-warn)}"
+    ".flower-magic .fm-st-done{border-color:var(--fm-ok)}"
+    ".flower-magic .fm-st-failed{border-color:var(--fm-bad)}"
+    ".flower-magic .fm-steps{display:inline-flex;gap:3px}"
+    ".flower-magic .fm-seg{display:inline-block;width:1.6em;height:.5em;border-radius:2px;background:var(--fm-track)}"
+    ".flower-magic .fm-seg-done{background:var(--fm-ok)}"
+    ".flower-magic .fm-seg-run{background:var(--fm-accent)}"
+    ".flower-magic .fm-bar{display:inline-block;width:8em;height:.55em;border-radius:3px;overflow:hidden;"
+    "background:var(--fm-track)}"
+    ".flower-magic .fm-fill{display:block;height:100%;min-width:2px;background:var(--fm-accent)}"
+    ".flower-magic .fm-fill-warn{background:var(--fm-warn)}"
+    # the goal checklist: a badge (mark and word, coloured border) before each check
+    ".flower-magic .fm-goals{margin:.3em 0 .5em;font-family:var(--jp-ui-font-family,system-ui,sans-serif);"
+    "font-size:var(--jp-ui-font-size1,13px)}"
+    ".flower-magic ul.fm-checks{list-style:none;margin:.2em 0;padding:0}"
+    ".flower-magic li.fm-check{display:flex;align-items:baseline;gap:.7em;margin:.15em 0;padding:0}"
+    ".flower-magic .fm-badge{flex:0 0 auto;min-width:7.5em;text-align:center;white-space:nowrap;padding:0 .5em;"
+    "border:1.5px solid var(--fm-line);border-radius:3px;font-size:.92em}"
+    ".flower-magic .fm-badge-pass{border-color:var(--fm-ok)}"
+    ".flower-magic .fm-badge-fail{border-color:var(--fm-bad)}"
+    ".flower-magic .fm-badge-unverifiable{border-color:var(--fm-warn);border-style:dashed}"
+    ".flower-magic .fm-badge-pending{border-style:dotted}"
+    ".flower-magic .fm-check-text{overflow-wrap:anywhere}"
+    # the live widgets: a section per step, the question
+    ".flower-magic .fm-section{margin:.15em 0}"
+    ".flower-magic .jupyter-widget-Accordion .jupyter-widget-Collapse-header{"
+    "background:var(--jp-layout-color1,transparent);color:var(--jp-ui-font-color1,inherit);font-family:var(--jp-ui-font-family,system-ui,sans-serif);"
+    "font-size:var(--jp-ui-font-size1,13px);font-weight:600;padding:.35em .7em;border-color:var(--fm-line)}"
+    ".flower-magic .jupyter-widget-Accordion .jupyter-widget-Collapse-header:hover{"
+    "background:var(--jp-layout-color2,transparent)}"
+    ".flower-magic .jupyter-widget-Accordion .jupyter-widget-Collapse-contents{padding:.3em .8em .5em;"
+    "background:var(--jp-layout-color1,transparent);color:var(--jp-content-font-color1,inherit);"
+    "border-color:var(--fm-line)}"
+    ".flower-magic .fm-ask{margin:.4em 0;padding:.5em .7em;border:1px solid var(--fm-line);"
+    "border-left:4px solid var(--fm-warn);border-radius:3px}"
+    ".flower-magic .fm-ask-q{font-weight:bold;white-space:pre-wrap;overflow-wrap:anywhere}"
+    ".flower-magic .fm-ask-row{gap:6px;margin-top:.4em}"
+    ".flower-magic .fm-ask .widget-button{width:auto;max-width:100%}"
+    ".flower-magic .fm-ask .widget-text{flex:1 1 20em;width:auto}"
     "</style>"
 )
 
@@ -105,16 +158,26 @@ def step_html(line: Line) -> str:
     """The step header (``phrases.step_header``) with its rule stretched to the output's width.
 
     The terminal's rule length depends on the terminal's columns; here the name and the tail are
-    the same text and the ``=`` run fills whatever width the cell has.
+    the same text and a line (a border, not text) fills whatever width the cell has.
     """
     head = next((text for style, text in line if style == "head"), "")
     tail = next((text for style, text in line if style == "dim"), "")
     name, _, _bar = head.rpartition(" ")
     return (
         f'<div class="fm-step"><span class="fm-head">{esc(name)}</span>'
-        f'<span class="fm-rule" aria-hidden="true"><span>{RULE_FILL}</span></span>'
+        f'<span class="fm-rule" aria-hidden="true"></span>'
         f'<span class="fm-dim">{esc(tail)}</span></div>'
     )
+
+
+def question_html(text: str) -> str:
+    """The agent's question (data, escaped here) as the question widget shows it."""
+    return f'<div class="fm-ask-q">{esc(text)}</div>'
+
+
+def section_html(head: str, body: str, *, is_open: bool) -> str:
+    """A step's section (``head`` and ``body`` built here): collapsible, ``head`` always shown."""
+    return f'<details class="fm-sec"{" open" if is_open else ""}><summary>{head}</summary>{body}</details>'
 
 
 def label_html(line: Line) -> str:

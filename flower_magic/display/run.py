@@ -2,9 +2,10 @@
 
 Three ways to show the same ``RunState``, picked when the view is made:
 
-- ``widget`` (a kernel with ipywidgets, ``interactive=True``): a ``VBox`` of ``HTML`` widgets whose
-  values change as the run goes (comm messages; safe from the render thread). The displayed object
-  also carries ``text/html`` and ``text/plain`` of the current state.
+- ``widget`` (a kernel with ipywidgets, ``interactive=True``): the tree of ``widgets.ViewWidgets``
+  (header, goal checklist, a collapsible section per step, the agent's question as buttons and a
+  text box) whose values change as the run goes (comm messages; safe from the render thread). The
+  displayed object also carries ``text/html`` and ``text/plain`` of the current state.
 - ``html`` (a kernel without ipywidgets, or ``interactive=False`` for nbclient / papermill): one
   display handle updated with the ``text/html`` + ``text/plain`` bundle.
 - ``terminal`` (terminal IPython, or no IPython): lines printed by ``terminal.TerminalView``.
@@ -27,16 +28,17 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from flower_magic.core.errors import logged
 from flower_magic.core.events import Event
 from flower_magic.core.rundir import Snapshot
-from flower_magic.display import html
-from flower_magic.display.log import MAX_CHUNKS
 from flower_magic.display.state import RunState
 from flower_magic.workflow.phrases import Line
+
+if TYPE_CHECKING:
+    from flower_magic.display.widgets import ViewWidgets
 
 log = logging.getLogger(__name__)
 
@@ -66,55 +68,6 @@ def pick_mode(*, interactive: bool = True) -> str:
     return "widget"
 
 
-class _Widgets:
-    """The widget tree: banner, "earlier" note, a ring of log chunk slots, goal list, status."""
-
-    def __init__(self) -> None:
-        import ipywidgets as w
-
-        def part(name: str) -> Any:
-            return w.HTML(value="", layout=w.Layout(margin="0", width="100%")).add_class(f"fm-part-{name}")
-
-        self.head = part("head")
-        self.note = part("note")
-        self.slots = [part("log") for _ in range(MAX_CHUNKS)]
-        self.goals = part("goals")
-        self.footer = part("status")
-        self.root = w.VBox([self.head, self.footer], layout=w.Layout(width="100%")).add_class(html.ROOT_CLASS)
-
-    def update(self, state: RunState, now: float) -> None:
-        """Copy the state into the widgets; unchanged values send nothing (traitlets compares)."""
-        with state.lock:
-            head = html.wrap(state.head_html())  # the one style block rides with the banner
-            note = html.lines_html(state.note_lines())
-            numbers = state.log.numbers()
-            chunks = {n: state.log.chunk_html(n) for n in state.log.take_dirty()}
-            goals = state.goals_html()
-            footer = state.footer_html(now)
-        self.head.value = head
-        self.note.value = html.wrap(note, style=False) if note else ""
-        for number, body in chunks.items():
-            self.slots[number % len(self.slots)].value = html.wrap(body, style=False)
-        self.goals.value = html.wrap(goals, style=False) if goals else ""
-        self.footer.value = html.wrap(footer, style=False)
-        children = [self.head]
-        if note:
-            children.append(self.note)
-        children += [self.slots[n % len(self.slots)] for n in numbers]
-        if goals:
-            children.append(self.goals)
-        children.append(self.footer)
-        self.root.children = tuple(children)
-
-    def close(self) -> None:
-        """Close every model (layouts and styles too), so a finished run leaves no comm open."""
-        for widget in (self.head, self.note, *self.slots, self.goals, self.footer, self.root):
-            for model in (widget, getattr(widget, "layout", None), getattr(widget, "style", None)):
-                with logged(log, "close"):
-                    if model is not None:
-                        model.close()
-
-
 def _clock(ref: weakref.ref[RunView], stop: threading.Event, interval_s: float) -> None:
     while not stop.wait(interval_s):
         view = ref()
@@ -138,6 +91,7 @@ class RunView:
             shows a display handle with static HTML instead.
         mode: force ``widget``, ``html`` or ``terminal`` (default: ``pick_mode``).
         interval_s: the shortest time between two re-renders.
+        window: the model's context window in tokens (the header's context bar; 0 shows no bar).
     """
 
     def __init__(
@@ -151,14 +105,17 @@ class RunView:
         interactive: bool = True,
         mode: str | None = None,
         interval_s: float = RENDER_INTERVAL_S,
+        window: int = 0,
     ) -> None:
         if mode is not None and mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; choose one of: {', '.join(MODES)}")
-        self.state = RunState(lang, verbose=verbose, rounds=rounds, goal_checks=goal_checks, banner_facts=banner_facts)
+        self.state = RunState(
+            lang, verbose=verbose, rounds=rounds, goal_checks=goal_checks, banner_facts=banner_facts, window=window
+        )
         self.mode = mode or pick_mode(interactive=interactive)
         self.renders = 0
         self.render_errors: list[str] = []
-        self._widgets: _Widgets | None = None
+        self._widgets: ViewWidgets | None = None
         self._terminal: Any = None
         self._handle: Any = None
         self._closed = False
@@ -166,7 +123,9 @@ class RunView:
         self._last_clock = 0.0
         if self.mode == "widget":
             try:
-                self._widgets = _Widgets()
+                from flower_magic.display.widgets import ViewWidgets as Tree
+
+                self._widgets = Tree()
             except Exception:  # no ipywidgets after all: the same view as static HTML
                 self.mode = "html"
         if self.mode == "terminal":
@@ -199,6 +158,28 @@ class RunView:
 
         self._render()
         self._handle = display(self, display_id=True)  # type: ignore[no-untyped-call]
+
+    def attach(self, answer: Callable[[str, str], Any], *, in_place: bool | None = None) -> None:
+        """Show the agent's questions as widgets answered with ``answer(ask_id, text)``
+        (``HumanChannel.answer``), when this view can take a click while the cell is busy.
+
+        Args:
+            in_place: force whether it can (default: ``ask.can_tap()``, in widget mode only).
+        """
+        if self._widgets is None:
+            return
+        if in_place is None:
+            from flower_magic.display.ask import can_tap
+
+            in_place = can_tap()
+        self._widgets.answer, self._widgets.in_place = answer, in_place
+        with self.state.lock:
+            self.state.answers_in_place = in_place
+
+    @property
+    def answers_in_place(self) -> bool:
+        """Questions are answered in the view (buttons, a text box); nobody needs to ask with input()."""
+        return self.state.answers_in_place
 
     def sink(self, event: Event) -> None:
         """The workflow's ``on_event``: thread-safe, cheap, never raises."""
@@ -280,7 +261,7 @@ class RunView:
         if self._widgets is None and now - self._last_clock < HANDLE_INTERVAL_S:
             return
         clock = HANDLE_CLOCK_S if self._widgets is None else CLOCK_S
-        if self.state.changed or self.state.log.is_dirty() or now - self._last_clock >= clock:
+        if self.state.changed or any(s.log.is_dirty() for s in self.state.sections) or now - self._last_clock >= clock:
             self._render()
 
     def _render(self) -> None:

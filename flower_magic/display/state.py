@@ -1,14 +1,20 @@
 """What one run's view shows, as data: events in, phrase lines and escaped HTML out. No widgets.
 
 ``RunState`` mirrors ``terminal.TerminalView`` event by event (same phrases, same marks, same
-rules for what verbose adds), but keeps the result instead of printing it: a bounded log, the goal
-list with the judge's latest marks, and a status line. ``RunView`` renders it.
+rules for what verbose adds), but keeps the result instead of printing it: one ``Section`` per step
+(its header, a bounded log, its result line once it ended), the goal list with the judge's latest
+verdict on each check, the header's facts (step n/N, round, status, elapsed, cost, context against
+the window), and the questions still waiting. ``RunView`` renders it.
 
 Guarantees:
     - Thread-safe: every public method holds ``lock`` (an ``RLock``); callers that render several
       parts hold it around all of them to get one consistent snapshot.
     - Agent text is sanitised (terminal escapes and control characters removed) when it arrives
       and escaped when rendered; a single text is capped at ``MAX_TEXT_CHARS``.
+    - The context the header shows is the main session's of the step that runs (never a judge's or
+      a subagent's); before any arrives, the work session's as the wake banner said it.
+    - With ``answers_in_place`` (a widget answers questions), a waiting question is in ``open_asks``
+      only, not in the log: it is shown once, by the widget; once settled it is one log entry.
 """
 
 from __future__ import annotations
@@ -17,13 +23,15 @@ import json
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from flower_magic.core.events import Event
-from flower_magic.core.rundir import Snapshot
+from flower_magic.core.rundir import WORK_STEP, Snapshot
 from flower_magic.core.words import say
 from flower_magic.display import html
-from flower_magic.display.goals import goal_lines, marks_of
+from flower_magic.display.goals import check_states, goal_lines, marks_of, verdict_line
+from flower_magic.display.header import Header, checklist_html, header_html
 from flower_magic.display.log import Entry, RunLog
 from flower_magic.terminal import sanitize
 from flower_magic.workflow.phrases import (
@@ -59,6 +67,83 @@ def _tool_details(tool_input: Any) -> str:
     return clip(text, TOOL_INPUT_CHARS)
 
 
+@dataclass(eq=False)
+class Section:
+    """One step of the run as the view shows it.
+
+    Attributes:
+        number: its position in the run (0 is what came before the first step header).
+        name: the step's name ("" for the part before the first step).
+        index, total: the step's n/N in the workflow (0 when unknown).
+        header: the step header line (None for the part before the first step).
+        log: what the step showed, newest last (its result line last once it ended).
+        result: the result line once the step ended (None while it runs).
+        ok: whether it ended well (None while it runs).
+        tools: tool calls made in it.
+    """
+
+    number: int
+    name: str = ""
+    index: int = 0
+    total: int = 0
+    header: Line | None = None
+    log: RunLog = field(default_factory=RunLog)
+    result: Line | None = None
+    ok: bool | None = None
+    tools: int = 0
+
+    @property
+    def is_running(self) -> bool:
+        return self.header is not None and self.result is None
+
+    def summary(self, lang: str) -> Line:
+        """The section's title: ``✓ 确认需求 · 1/3 · 完成 · 2 轮 · $0.0100 · 用时 0:12 · 工具调用 4 次`` once
+        it ended; while it runs, the mark, the name and the header's tail (n/N, carried on)."""
+        mark = "…" if self.ok is None else "✓" if self.ok else "✗"
+        line: Line = [("bold", f"{mark} {self.name}")]
+        if self.result is None:
+            tail = "".join(text for style, text in self.header or [] if style == "dim")
+            return line + ([("dim", " · " + tail)] if tail else [])
+        if self.index and self.total:
+            line.append(("dim", f" · {self.index}/{self.total}"))
+        outcome = self.result[0][1].lstrip("+x ")
+        rest = "".join(text for _, text in self.result[1:]).strip()
+        line.append(("dim", f" · {outcome} · {rest}"))
+        if self.tools:
+            line.append(("dim", " · " + say("step_tools", lang, n=self.tools)))
+        return line
+
+    def note_lines(self, lang: str) -> list[Line]:
+        return [[("dim", say("earlier", lang, n=self.log.dropped))]] if self.log.dropped else []
+
+    def to_html(self, lang: str, *, is_open: bool = True) -> str:
+        """The section as static HTML: a step is a ``<details>`` whose summary is its header with the
+        result in its tail (collapsed unless ``is_open``), so an export reads like the live view."""
+        body = html.lines_html(self.note_lines(lang)) + self.log.to_html()
+        if self.header is None:
+            return body
+        line = self.header
+        if self.result is not None:  # the header's tail, then how the step ended
+            line = [*line[:-1], ("dim", line[-1][1] + "".join(text for _, text in self.summary(lang)[2:]))]
+        head = html.step_html(line)
+        return html.section_html(head, body, is_open=is_open)
+
+    def to_text(self, lang: str) -> str:
+        parts = [f"\n{html.line_text(self.header)}\n"] if self.header is not None else []
+        parts += [html.lines_text(self.note_lines(lang)), self.log.to_text()]
+        return "\n".join(p for p in parts if p)
+
+
+@dataclass
+class OpenAsk:
+    """A question waiting for an answer, for a widget to show (data only, sanitised)."""
+
+    id: str
+    question: str
+    options: list[str]
+    section: int
+
+
 def _remember(table: dict[str, Entry], key: str, entry: Entry) -> None:
     table[key] = entry
     while len(table) > MAX_TRACKED:
@@ -74,7 +159,8 @@ class RunState:
         rounds: the judge's round budget N (0: no round counter in the status line).
         goal_checks: the checks of 目标.md when the run starts.
         banner_facts: what the run dir holds (``workflow.go.snapshot``) when waking (shows the wake banner), else None.
-        log: the log (default: ``RunLog()``).
+        log: the log of what comes before the first step (default: ``RunLog()``).
+        window: the model's context window in tokens (0: unknown, the header shows no bar).
     """
 
     def __init__(
@@ -86,11 +172,16 @@ class RunState:
         goal_checks: Sequence[str] = (),
         banner_facts: Snapshot | None = None,
         log: RunLog | None = None,
+        window: int = 0,
     ) -> None:
         self.lock = threading.RLock()
         self.lang, self.verbose, self.rounds = lang, verbose, max(0, int(rounds))
-        self.log = log or RunLog()
+        self.window = max(0, int(window))
+        self.sections: list[Section] = [Section(0, log=log or RunLog())]
         self.head: list[Line] = []
+        # The work session's context as the banner says it, until the running step reports its own.
+        self.context = banner_facts.work_context if banner_facts is not None else 0
+        self.context_step = WORK_STEP if self.context else ""
         if banner_facts is not None:
             self.head.append(wake_banner(banner_facts, lang))
             problem = problem_line(banner_facts, lang)
@@ -101,15 +192,27 @@ class RunState:
         self.unverifiable: set[str] = set()
         self.verdict: dict[str, Any] | None = None
         self.rounds_seen = 0
-        self.context = 0
+        self.judging = False  # the events now come from a judge's session
         self.cost = 0.0
         self.started = time.monotonic()
         self.ended: float | None = None
+        self.failed = False
         self.closing: list[Line] = []
         self.events = 0
+        self.answers_in_place = False
+        self.open_asks: dict[str, OpenAsk] = {}
         self._asks: dict[str, Entry] = {}
         self._tools: dict[str, Entry] = {}
         self.changed = True  # anything but the clock changed since the last render
+
+    @property
+    def log(self) -> RunLog:
+        """The log of the section that runs (the newest)."""
+        return self.sections[-1].log
+
+    @property
+    def section(self) -> Section:
+        return self.sections[-1]
 
     # -- input ------------------------------------------------------------------------------------------
 
@@ -146,6 +249,9 @@ class RunState:
                 explained = explain_error(str(error), self.lang, cmd="%flower")
                 lines.append(explained or [("dim", "  " + clip(str(error), 300))])
             self._add(Entry(lines))
+            if self.section.header is not None:
+                self.section.result, self.section.ok = line, ok
+            self.judging = False
 
     def set_goals(self, checks: Sequence[str]) -> None:
         """Replace the goal list (a re-derived 目标.md); marks of unchanged checks are kept."""
@@ -160,14 +266,18 @@ class RunState:
             if self.ended is not None:
                 return
             self.ended = time.monotonic()
+            self.open_asks.clear()
             if manifest or total_cost:
                 self.closing.append(total_line(total_cost or self.cost, sanitize(manifest) or "-", self.lang))
             failed = (ctx or {}).get("_failed_at")
             if failed:
+                self.failed = True
                 why = (ctx or {}).get("_aborted")
                 if why:
                     self.closing.append([("bad", "! " + clip(str(why), 600))])
                 self.closing.append([("bad", say("aborted", self.lang, step=sanitize(str(failed))))])
+            if any(s.ok is False for s in self.sections):
+                self.failed = True
             self.changed = True
 
     # -- events -----------------------------------------------------------------------------------------
@@ -176,14 +286,13 @@ class RunState:
         self.log.append(entry)
         self.changed = True
 
-    def _say(self, style: str, text: str, *, sub: bool = False) -> None:
-        self._add(Entry([[(style, text)]], sub=sub))
-
     def _feed(self, ev: Event) -> None:
         p = ev.payload if isinstance(ev.payload, dict) else {}
         sub = bool(p.get("subagent"))
-        if isinstance(p.get("context"), int) and not sub:
-            self.context = p["context"]
+        if ev.kind == "step":
+            self.judging = bool(p.get("judge"))
+        if isinstance(p.get("context"), int) and not sub and not self.judging and self.section.header is not None:
+            self.context, self.context_step = p["context"], self.section.name
             self.changed = True
         if ev.kind == "result":
             self.cost += float(p.get("cost_usd") or 0.0)
@@ -192,41 +301,65 @@ class RunState:
         what = shown(ev, lang=self.lang, verbose=self.verbose, width=HEADER_COLS, clip=clip)
         if what is None:
             return
-        if what.kind == "tool":
+        if what.kind == "step":
+            self._step(ev, p, what)
+        elif what.kind == "tool":
             entry = Entry(what.lines, kind="tool", details=_tool_details(p.get("input")), sub=what.sub)
             self._add(entry)
+            if not what.sub:
+                self.section.tools += 1
             if what.key is not None:
                 _remember(self._tools, what.key, entry)
         elif what.kind == "tool_result":
             self._tool_result(ev, what)
         elif what.kind == "ask":
-            self._ask(what)
+            self._ask(ev, p, what)
         elif what.kind == "task":
             self._task(p, what)
         else:
-            kind = {"step": "step", "handoff": "handoff"}.get(what.kind, "line")
+            kind = {"handoff": "handoff"}.get(what.kind, "line")
             self._add(Entry(what.lines, kind=kind, sub=what.sub))
+
+    def _step(self, ev: Event, p: dict[str, Any], what: Shown) -> None:
+        section = Section(
+            len(self.sections),
+            name=clip(ev.text, 200),
+            index=int(p.get("index") or 0),
+            total=int(p.get("total") or 0),
+            header=what.lines[0],
+        )
+        self.sections.append(section)
+        self.changed = True
 
     def _tool_result(self, ev: Event, what: Shown) -> None:
         call = self._tools.get(str(what.key))
-        if call is not None and self.log.holds(call):
+        if call is not None and any(s.log.holds(call) for s in self.sections[-2:]):
             call.details = (call.details + "\n" if call.details else "") + "-> " + clip(ev.text, 600)
-            self.log.touch(call)
+            for s in self.sections[-2:]:
+                s.log.touch(call)
             self.changed = True
         if what.lines:
             self._add(Entry(what.lines, sub=what.sub))
 
-    def _ask(self, what: Shown) -> None:
-        entry = self._asks.get(str(what.key))
-        if entry is not None and self.log.holds(entry):
+    def _ask(self, ev: Event, p: dict[str, Any], what: Shown) -> None:
+        key = str(what.key)
+        if what.state == "asked" and self.answers_in_place:
+            options = [clip(str(o), 300) for o in p.get("options") or []]
+            self.open_asks[key] = OpenAsk(key, clip(ev.text, 2000), options, self.section.number)
+            self.changed = True
+            return
+        self.open_asks.pop(key, None)
+        entry = self._asks.get(key)
+        if entry is not None and any(s.log.holds(entry) for s in self.sections):
             entry.lines = what.lines
-            self.log.touch(entry)
+            for s in self.sections:
+                s.log.touch(entry)
             self.changed = True
         else:
             entry = Entry(what.lines)
             self._add(entry)
             if what.key is not None:
-                _remember(self._asks, what.key, entry)
+                _remember(self._asks, key, entry)
 
     def _task(self, p: dict[str, Any], what: Shown) -> None:
         if p.get("kind") == "verdict":
@@ -250,12 +383,41 @@ class RunState:
         end = self.ended if self.ended is not None else (time.monotonic() if now is None else now)
         return max(0.0, end - self.started)
 
+    def _round(self) -> tuple[int, int]:
+        """The judge's round n/N; (0, 0) before the judged step (the last one) has started."""
+        step = self.section
+        if not self.rounds_seen and not (step.header is not None and step.total and step.index == step.total):
+            return 0, 0
+        if self.ended is None:
+            return min(self.rounds_seen + 1, self.rounds), self.rounds
+        return min(self.rounds_seen, self.rounds), self.rounds if self.rounds_seen else 0
+
+    def header(self, now: float | None = None) -> Header:
+        """What the header shows now."""
+        step = next((s for s in reversed(self.sections) if s.header is not None), None)
+        if self.ended is not None:
+            status = "failed" if self.failed else "done"
+        else:
+            status = "asking" if self.open_asks else "running"
+        round_n, rounds = self._round()
+        return Header(
+            status=status,
+            step=step.name if step is not None else "",
+            index=step.index if step is not None else 0,
+            total=step.total if step is not None else 0,
+            steps_done=sum(1 for s in self.sections if s.ok is not None),
+            round_n=round_n,
+            rounds=rounds,
+            elapsed_s=self.elapsed(now),
+            cost=self.cost,
+            context=self.context,
+            context_step=self.context_step,
+            window=self.window,
+        )
+
     def footer_lines(self, now: float | None = None) -> list[Line]:
         """The status line (context, cost, elapsed, round n/N), then the closing lines."""
-        if self.ended is None:
-            round_n, rounds = min(self.rounds_seen + 1, self.rounds), self.rounds
-        else:
-            round_n, rounds = min(self.rounds_seen, self.rounds), self.rounds if self.rounds_seen else 0
+        round_n, rounds = self._round()
         status = status_line(self.context, self.cost, self.elapsed(now), self.lang, round_n=round_n, rounds=rounds)
         return [status, *self.closing]
 
@@ -263,27 +425,34 @@ class RunState:
         return goal_lines(self.goals, self.marks, self.lang, unverifiable=self.unverifiable, verdict=self.verdict)
 
     def note_lines(self) -> list[Line]:
-        return [[("dim", say("earlier", self.lang, n=self.log.dropped))]] if self.log.dropped else []
+        """What the log window no longer holds (the section that runs)."""
+        return self.section.note_lines(self.lang)
 
     def head_html(self) -> str:
         return html.lines_html(self.head)
 
-    def goals_html(self) -> str:
-        goals = self.goal_list()
-        return f'<div class="fm-box">{html.lines_html(goals)}</div>' if goals else ""
+    def header_html(self, now: float | None = None) -> str:
+        return header_html(self.header(now), self.lang)
 
-    def footer_html(self, now: float | None = None) -> str:
-        return f'<div class="fm-box">{html.lines_html(self.footer_lines(now))}</div>'
+    def goals_html(self) -> str:
+        if not self.goals:
+            return ""
+        states = check_states(self.goals, self.marks, self.unverifiable)
+        verdict = [verdict_line(self.verdict, self.lang)] if self.verdict else []
+        return checklist_html(self.goal_list()[0], states, verdict, self.lang)
+
+    def closing_html(self) -> str:
+        return f'<div class="fm-box">{html.lines_html(self.closing)}</div>' if self.closing else ""
 
     def to_html(self, now: float | None = None) -> str:
         """The whole view as one self-contained HTML fragment (with its style block)."""
         with self.lock:
             body = (
                 self.head_html()
-                + html.lines_html(self.note_lines())
-                + self.log.to_html()
+                + self.header_html(now)
                 + self.goals_html()
-                + self.footer_html(now)
+                + "".join(s.to_html(self.lang, is_open=s is self.sections[-1] or s.ok is False) for s in self.sections)
+                + self.closing_html()
             )
         return html.wrap(body)
 
@@ -292,8 +461,7 @@ class RunState:
         with self.lock:
             parts = [
                 html.lines_text(self.head),
-                html.lines_text(self.note_lines()),
-                self.log.to_text(),
+                *(s.to_text(self.lang) for s in self.sections),
                 html.lines_text(self.goal_list()),
                 html.lines_text(self.footer_lines(now)),
             ]

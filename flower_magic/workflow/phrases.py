@@ -102,7 +102,7 @@ def result_line(ok: bool, turns: int, cost: float, elapsed_s: float, lang: str =
     return [
         ("ok" if ok else "bad", f"{mark} {word}"),
         ("", " "),
-        ("dim", say("result", lang, turns=turns, cost=cost, elapsed=human_elapsed(elapsed_s))),
+        ("dim", say("result", lang, n=turns, cost=cost, elapsed=human_elapsed(elapsed_s))),
     ]
 
 

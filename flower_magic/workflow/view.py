@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flower_magic.core.events import Event
+from flower_magic.core.human import ASK_TOOL
 from flower_magic.core.words import say
 from flower_magic.workflow.phrases import Line, ask_state_line, handoff_block, round_header, step_header
 
@@ -83,6 +84,8 @@ def shown(ev: Event, *, lang: str, verbose: bool, width: int, clip: Clip) -> Sho
     if kind == "thinking":
         return Shown([[("dim", "~ " + clip(ev.text, THINKING_CHARS))]], "thinking", sub) if verbose else None
     if kind == "tool_call":
+        if ev.tool == ASK_TOOL:
+            return None  # the question is shown by its own ask events, once
         key = p.get("id") if isinstance(p.get("id"), str) else None
         line: Line = [("dim", f"* [{clip(ev.tool or '', 100)}] {clip(ev.text, TOOL_CHARS)}")]
         return Shown([line], "tool", sub, key=key, payload=p)
@@ -128,6 +131,8 @@ def _ask(ev: Event, p: dict[str, Any], lang: str, clip: Clip) -> Shown | None:
         lines.append([("dim", say("waiting", lang))])
     elif state == "answered":
         lines.append([("ok", "  + " + clip(str(p.get("answer") or ""), QUESTION_CHARS))])
+    elif state == "declined" and p.get("answer"):
+        lines.append(ask_state_line("cancelled", lang))  # declined with a reason: the run stopped asking
     elif state:
         lines.append(ask_state_line(state, lang))
     return Shown(lines, "ask", key=str(p.get("id")), head=head, state=state)

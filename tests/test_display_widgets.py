@@ -1,0 +1,296 @@
+"""The widget view of a run (display/widgets.py, header.py, ask.py) without a kernel: the header's
+facts, the sections per step, the goal badges, the question widget and the routing hook it rides on.
+
+ipywidgets work without a kernel here (their comm is a DummyComm); ``Button.click()`` runs the
+handlers a frontend click would. The browser test (tests/e2e/test_widget_view.py) clicks for real.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flower_magic.core.events import Event
+from flower_magic.core.human import ASK_TOOL
+from flower_magic.core.rundir import RunDir, Snapshot
+from flower_magic.core.words import say
+from flower_magic.display import RunView
+from flower_magic.display.ask import AskWidget, tap
+from flower_magic.display.header import Header, header_html, human_window
+from flower_magic.display.state import RunState
+from flower_magic.workflow.phrases import plain
+
+HOUR_S = 3600.0  # no render happens unless a test asks for one
+CHECKS = ["clean.py 存在", "输出里没有空行"]
+
+
+@dataclass
+class FakeResult:
+    ok: bool = True
+    num_turns: int = 1
+    cost_usd: float = 0.01
+    duration_s: float = 3.0
+    error: str | None = None
+
+
+def step(name: str, index: int, total: int = 3) -> Event:
+    return Event("step", name, payload={"index": index, "total": total, "resumed": False, "woke": 1})
+
+
+def verdict(n: int, passed: list[bool]) -> Event:
+    checks = [{"check": c, "passed": p} for c, p in zip(CHECKS, passed, strict=True)]
+    state = "achieved" if all(passed) else "not_yet"
+    return Event("task", "", payload={"kind": "verdict", "verdict": state, "reason": "r", "round": n, "checks": checks})
+
+
+def view(**kwargs: Any) -> RunView:
+    kwargs.setdefault("mode", "widget")
+    kwargs.setdefault("interval_s", HOUR_S)
+    return RunView(**kwargs)
+
+
+# -- the header --------------------------------------------------------------------------------------
+
+
+def test_the_header_says_status_step_round_time_cost_and_context_against_the_window() -> None:
+    s = RunState("en", rounds=2, window=200_000)
+    s.feed(step("确认需求", 1))
+    assert (s.header().round_n, s.header().rounds) == (0, 0)  # rounds belong to the judged (last) step
+    s.feed(step("干活", 3))
+    s.feed(Event("text", "hi", payload={"context": 50_000}))
+    s.feed(Event("result", "", payload={"cost_usd": 0.25}))
+    h = s.header(s.started + 65)
+    assert (h.status, h.step, h.index, h.total, h.round_n, h.rounds) == ("running", "干活", 3, 3, 1, 2)
+    assert (h.context, h.context_step, h.window, h.context_share) == (50_000, "干活", 200_000, 0.25)
+    page = header_html(h, "en")
+    assert "running" in page and "step 3/3 · 干活" in page and "round 1/2" in page
+    assert "1:05 elapsed" in page and "total $0.25" in page and "干活 context 50.0K of 200K" in page
+    assert 'aria-valuenow="50000"' in page and 'style="width:25.0%"' in page
+    assert page.count("fm-seg-done") == 2 and page.count("fm-seg-run") == 1
+
+
+def test_the_header_context_is_the_banners_until_the_step_reports_and_never_a_judges() -> None:
+    """Issue 12: the footer said 上下文 0 under a banner that said 5.4K."""
+    facts = Snapshot(RunDir(Path("/w"), Path("/w/runs")), waking=True, checks=2, woke=1, work_context=5400)
+    s = RunState("zh", banner_facts=facts, window=1_000_000)
+    assert "干活上下文 5.4K / 1M" in header_html(s.header(), "zh")
+    assert plain(s.footer_lines()[0]).startswith("- 上下文 5.4K")
+    s.feed(step("干活", 3))
+    s.feed(Event("text", "work", payload={"context": 7000}))
+    s.feed(Event("step", "干活·判定#1", payload={"judge": True, "round": 1}))
+    s.feed(Event("text", "judge", payload={"context": 90_000}))
+    s.feed(Event("text", "sub", payload={"context": 120_000, "subagent": True}))
+    assert (s.context, s.context_step) == (7000, "干活")
+    s.feed(Event("step", "干活#round2", payload={"attempt": 2, "resumed": True}))
+    s.feed(Event("text", "work again", payload={"context": 8000}))
+    assert s.context == 8000
+
+
+def test_the_header_status_follows_questions_and_the_end() -> None:
+    v = view(lang="en")
+    v.attach(lambda _id, _text: True, in_place=True)
+    v.sink(step("确认需求", 1))
+    assert v.state.header().status == "running"
+    v.sink(Event("ask", "Q?", payload={"id": "q1", "options": [], "state": "asked"}))
+    assert v.state.header().status == "asking"
+    v.sink(Event("ask", "Q?", payload={"id": "q1", "options": [], "state": "answered", "answer": "a"}))
+    assert v.state.header().status == "running"
+    v.on_step(None, FakeResult(ok=False, error="boom"))
+    v.close({"_failed_at": "确认需求"}, 0.1, "/m.json")
+    assert v.state.header().status == "failed"
+    assert 'data-status="failed"' in v.bundle()["text/html"]
+
+
+@pytest.mark.parametrize(("tokens", "shown"), [(200_000, "200K"), (1_000_000, "1M"), (1_500_000, "1.5M"), (900, "900")])
+def test_a_window_reads_as_people_name_it(tokens: int, shown: str) -> None:
+    assert human_window(tokens) == shown
+
+
+def test_a_header_without_a_window_shows_no_bar() -> None:
+    page = header_html(Header("running", context=1200, context_step="干活"), "zh")
+    assert "干活上下文 1.2K" in page and "fm-bar" not in page
+
+
+# -- sections and badges ------------------------------------------------------------------------------
+
+
+def test_each_step_is_a_section_open_while_it_runs_and_collapsed_to_its_summary_after() -> None:
+    v = view(lang="zh")
+    v.sink(step("确认需求", 1))
+    v.sink(Event("tool_call", "ls", tool="Bash", payload={"id": "t1", "input": {"command": "ls"}}))
+    v._render()
+    (first,) = v._widgets.sections.children
+    assert first.selected_index == 0 and first.titles[0].startswith("… 确认需求")
+    v.on_step(None, FakeResult(num_turns=1))
+    v.sink(step("定目标", 2))
+    v._render()
+    first, second = v._widgets.sections.children
+    assert first.selected_index is None and second.selected_index == 0
+    title = first.titles[0]
+    assert title.startswith("✓ 确认需求 · 1/3 · 完成 · 1 轮 · $0.0100") and title.endswith("工具调用 1 次")
+    first.selected_index = 0  # a person opens it again: it stays open
+    v._render()
+    assert first.selected_index == 0
+    v.close()
+
+
+def test_a_tool_call_is_one_line_with_its_details_collapsed_in_its_section() -> None:
+    v = view(lang="en")
+    v.sink(step("干活", 3))
+    v.sink(Event("tool_call", "ls -la", tool="Bash", payload={"id": "t1", "input": {"command": "ls -la"}}))
+    section = v.state.sections[-1]
+    assert section.tools == 1
+    page = section.to_html("en")
+    assert page.count("<details>") == 1 and "<summary>" in page and "[Bash] ls -la" in page
+    v.close()
+
+
+def test_the_goal_badges_change_as_the_judge_rules() -> None:
+    v = view(lang="en", goal_checks=CHECKS, rounds=2)
+    v._render()
+    assert v._widgets.goals.value.count('data-state="pending"') == 2
+    v.sink(verdict(1, [True, False]))
+    v._render()
+    goals = v._widgets.goals.value
+    assert 'data-state="pass"' in goals and 'data-state="fail"' in goals
+    assert say("badge_fail", "en") in goals and say("badge_pass", "en") in goals
+    v.sink(verdict(2, [True, True]))
+    v._render()
+    assert v._widgets.goals.value.count('data-state="pass"') == 2
+    v.close()
+
+
+# -- the question --------------------------------------------------------------------------------------
+
+
+def _asked(options: list[str] | None = None) -> Event:
+    return Event("ask", "Where to?", payload={"id": "q1", "options": options or ["stdout", "file"], "state": "asked"})
+
+
+def test_a_question_is_shown_once_as_a_widget_and_a_click_answers_it() -> None:
+    answers: list[tuple[str, str]] = []
+    v = view(lang="en")
+    v.attach(lambda ask_id, text: answers.append((ask_id, text)), in_place=True)
+    v.sink(step("确认需求", 1))
+    v.sink(Event("tool_call", "Where to?", tool=ASK_TOOL, payload={"id": "t1", "input": {"question": "Where to?"}}))
+    v.sink(_asked())
+    v._render()
+    ((ask_id, (section, widget)),) = v._widgets._asks.items()
+    assert (ask_id, section) == ("q1", 1)
+    assert [b.description for b in widget.options] == ["stdout", "file"]
+    assert widget.decide.description == "Let the agent decide"
+    assert "Where to?" not in v.state.to_text()  # not in the log as well: once, in the widget
+    assert widget.box in v._widgets._views[1].body.children
+    widget.options[1].click()
+    widget.options[0].click()  # a second click settles nothing
+    assert answers == [("q1", "file")]
+    v.sink(
+        Event(
+            "ask",
+            "Where to?",
+            payload={"id": "q1", "options": ["stdout", "file"], "state": "answered", "answer": "file"},
+        )
+    )
+    v._render()
+    assert v._widgets._asks == {}
+    text = v.state.to_text()
+    assert text.count("? Where to?") == 1 and "  + file" in text
+    v.close()
+
+
+def test_an_empty_answer_lets_the_agent_decide_and_says_so() -> None:
+    """Issue 12: an empty answer showed "(declined)" instead of "let the agent decide"."""
+    answers: list[str] = []
+    v = view(lang="en")
+    v.attach(lambda _id, text: answers.append(text), in_place=True)
+    v.sink(_asked())
+    v._render()
+    ((_, widget),) = v._widgets._asks.values()
+    widget.text.value = "   "
+    widget.send.click()
+    assert answers == ["   "]  # the channel reads blank as "let the agent decide"
+    v.sink(Event("ask", "Where to?", payload={"id": "q1", "state": "declined", "answer": ""}))
+    assert "let the agent decide" in v.state.to_text()
+    v.sink(Event("ask", "Other?", payload={"id": "q2", "state": "declined", "answer": "interrupted"}))
+    assert say("ask_cancelled", "en") in v.state.to_text()
+    v.close()
+
+
+def test_without_in_place_answers_the_question_stays_in_the_log() -> None:
+    """Where no click can reach a busy kernel, the notebook asks with input(); the view shows the
+    question in the log (the prompt only says how to answer)."""
+    v = view(lang="en")
+    v.attach(lambda _id, _text: None, in_place=False)
+    assert not v.answers_in_place
+    v.sink(_asked())
+    assert "? Where to?" in v.state.to_text() and v.state.open_asks == {}
+    assert "Where to?" not in say("answer_prompt", "en")
+    v.close()
+
+
+def test_the_html_view_takes_no_channel() -> None:
+    v = view(mode="html")
+    v.attach(lambda _id, _text: None, in_place=True)
+    assert not v.answers_in_place
+    v.close()
+
+
+class FakeComm:
+    """A comm with ipykernel 7's routing hook; records what it routed."""
+
+    def __init__(self) -> None:
+        self.routed: list[Any] = []
+
+    def _reply_subshell_for(self, data: Any, default: Any) -> Any:
+        self.routed.append(data)
+        return default
+
+
+@dataclass
+class FakeWidget:
+    comm: Any
+
+
+def test_tap_sees_each_message_first_and_routes_it_on_even_when_the_handler_fails() -> None:
+    comm = FakeComm()
+    seen: list[Any] = []
+    assert tap(FakeWidget(comm), seen.append)
+    click = {"method": "custom", "content": {"event": "click"}}
+    assert comm._reply_subshell_for(click, "main") == "main"
+    assert seen == [click] and comm.routed == [click]
+
+    def broken(_data: Any) -> None:
+        raise RuntimeError("a bug in a handler")
+
+    other = FakeComm()
+    assert tap(FakeWidget(other), broken)
+    assert other._reply_subshell_for(click, None) is None and other.routed == [click]
+    assert not tap(FakeWidget(object()), seen.append)  # no hook in this kernel: nothing changed
+
+
+def test_clicks_seen_on_the_routing_thread_settle_the_question_once() -> None:
+    answers: list[str] = []
+    widget = AskWidget("q1", "Where?", ["a", "b"], "en", lambda _id, text: answers.append(text), in_place=False)
+    typed = {"method": "update", "state": {"value": "my own"}, "buffer_paths": []}
+    click = {"method": "custom", "content": {"event": "click"}}
+    widget._on_text(typed)
+    widget._on_send(click)
+    widget._on_click("b")(click)
+    assert answers == ["my own"]
+    widget.close()
+
+
+def test_the_static_html_collapses_finished_steps_and_keeps_the_last_open() -> None:
+    """What nbconvert and a saved notebook show: the same sections, as ``<details>``."""
+    v = view(lang="zh")
+    v.sink(step("确认需求", 1))
+    v.on_step(None, FakeResult(num_turns=1))
+    v.sink(step("干活", 3))
+    v.sink(Event("text", "工作中"))
+    v.close({}, 0.02, "/m.json")
+    page = v.bundle()["text/html"]
+    assert page.count('<details class="fm-sec">') == 1 and page.count('<details class="fm-sec" open>') == 1
+    assert page.index('<details class="fm-sec">') < page.index("确认需求") < page.index("1 轮 · $0.0100")
