@@ -141,7 +141,7 @@ _SECRET_WORD = re.compile(
     r"(?:^|_)(?:api_?key|key|token|secret|passw(?:or)?d|pwd|credentials?|auth)(?:$|_)", re.IGNORECASE
 )
 # A ``.env`` line: NAME=value, whose NAME reads as a credential.
-_ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=", re.MULTILINE)
+_ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=[ \t]*['\"]?([^'\"\r\n]*)", re.MULTILINE)
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SIZED_BUILTINS = (str, bytes, bytearray, list, tuple, dict, set, frozenset, range, deque)
 
@@ -219,10 +219,22 @@ def looks_secret(name: str, value: Any, scrub: Callable[[str], str]) -> bool:
         return True
     if isinstance(value, str):
         head = value[:SECRET_SCAN_CHARS]
-        return scrub(head) != head or any(secret_env_name(n) for n in _ENV_LINE.findall(head))
+        return scrub(head) != head or any(secret_env_name(n) for n, _ in _ENV_LINE.findall(head))
     if isinstance(value, dict):
         return any(isinstance(k, str) and secret_env_name(k) for k in itertools.islice(dict.keys(value), 1000))
     return False
+
+
+def secret_values(value: Any) -> list[str]:
+    """The strings to scrub wherever they appear, for a variable ``looks_secret`` flagged: the value
+    itself, and the values of the credential-named lines of ``.env`` text or keys of a dict."""
+    if isinstance(value, str):
+        found = [value] if len(value) <= SECRET_SCAN_CHARS else []
+        return found + [v.strip() for n, v in _ENV_LINE.findall(value[:SECRET_SCAN_CHARS]) if secret_env_name(n)]
+    if isinstance(value, dict):
+        pairs = itertools.islice(dict.items(value), 1000)
+        return [v for k, v in pairs if isinstance(k, str) and secret_env_name(k) and isinstance(v, str)]
+    return []
 
 
 def type_name(value: Any) -> str:
@@ -331,10 +343,19 @@ class NotebookContext:
         source: the front end's kernel.
         seen: what the previous wake's block said (None: the first wake in this kernel, nothing marked).
         environ: the environment whose secrets are scrubbed (default ``os.environ``).
+        timeout_s: how long a tool waits for a preview or a cell's output.
     """
 
-    def __init__(self, source: NotebookSource, *, seen: Seen | None = None, environ: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        source: NotebookSource,
+        *,
+        seen: Seen | None = None,
+        environ: Mapping[str, str] | None = None,
+        timeout_s: float = PREVIEW_TIMEOUT_S,
+    ):
         self.source = source
+        self.timeout_s = timeout_s
         self.previous = seen
         self._environ = environ
         self.block = ""
@@ -352,7 +373,7 @@ class NotebookContext:
         probe = Redactor(self._environ)
         entries = [(k, v) for k, v in list(ns.items()) if isinstance(k, str) and is_listed(k, v, hidden)]
         secrets = {k for k, v in entries if looks_secret(k, v, probe)}
-        values = [v for k, v in entries if k in secrets and isinstance(v, str)]
+        values = [text for k, v in entries if k in secrets for text in secret_values(v)]
         self._scrub = Redactor(self._environ, values=values)
         mentioned = _mentioned(cells)
         entries.sort(key=lambda kv: (kv[0] not in mentioned, kv[0]))
@@ -448,11 +469,11 @@ class NotebookContext:
 
         threading.Thread(target=run, name="flower-notebook-preview", daemon=True).start()
         try:
-            text = done.result(timeout=PREVIEW_TIMEOUT_S)
+            text = done.result(timeout=self.timeout_s)
         except TimeoutError:
             value = self.source.namespace().get(what)
             line = describe(what, value) if value is not None else what
-            text = TIMED_OUT.format(what=what, s=PREVIEW_TIMEOUT_S, line=line)
+            text = TIMED_OUT.format(what=what, s=self.timeout_s, line=line)
         return self._scrub(_short(text, max(PREVIEW_CHARS, CELL_CHARS if what.startswith("[") else 0)))
 
     def mcp_server(self) -> McpSdkServerConfig:
