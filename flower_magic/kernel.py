@@ -86,7 +86,7 @@ class Proposals:
 
     def add(self, code: str) -> bool:
         """Queue ``code`` (any thread). True: it goes into a notebook; False: into the next input."""
-        self.waiting.put(f"{say('proposed_comment', self.lang)}\n{code.strip()}\n")
+        self.waiting.put(f"{say('proposed_comment', self.lang)}\n{code.strip()}")
         return self.in_kernel
 
     def deliver(self) -> None:
@@ -109,7 +109,7 @@ class Proposals:
         """At the end of the run: everything shown; in a terminal, the next input pre-filled."""
         self.deliver()
         if self.next_input:
-            self.shell.set_next_input("\n".join(self.next_input))
+            self.shell.set_next_input("\n\n".join(self.next_input) + "\n")
 
 
 class ShellSource:
