@@ -198,9 +198,21 @@ def is_listed(name: str, value: Any, hidden: Container[str]) -> bool:
     """Whether a namespace entry is the person's data: not private, not IPython's, not code."""
     if name.startswith("_") or name in hidden:
         return False
-    return not isinstance(value, (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType)) and not (
-        inspect.isroutine(value)
-    )
+    return not _is_code(type(value), value)
+
+
+_CODE_TYPES = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType, types.MethodType)
+_code_kinds: dict[type, bool] = {}  # whether values of a type are modules, classes or routines
+
+
+def _is_code(cls: type, value: Any) -> bool:
+    # By type, once: a namespace of 10,000 variables holds a handful of types.
+    known = _code_kinds.get(cls)
+    if known is None:
+        known = isinstance(value, _CODE_TYPES) or inspect.isroutine(value)
+        if len(_code_kinds) < 10_000:
+            _code_kinds[cls] = known
+    return known
 
 
 def secret_name(name: str) -> bool:
@@ -208,18 +220,20 @@ def secret_name(name: str) -> bool:
     return _SECRET_WORD.search(name) is not None or (name.isupper() and secret_env_name(name))
 
 
-def looks_secret(name: str, value: Any, scrub: Callable[[str], str]) -> bool:
+def looks_secret(name: str, value: Any, redactor: Redactor) -> bool:
     """Whether a variable must be shown by name and type only.
 
     Args:
-        scrub: the panel's redaction (``core.redaction.Redactor``): a string it changes holds a
-            key-shaped value or a secret of the environment.
+        redactor: the panel's redaction (``core.redaction.Redactor``): a string it would change holds
+            a key-shaped value or a secret of the environment.
     """
     if secret_name(name):
         return True
     if isinstance(value, str):
         head = value[:SECRET_SCAN_CHARS]
-        return scrub(head) != head or any(secret_env_name(n) for n, _ in _ENV_LINE.findall(head))
+        if redactor.holds(head):
+            return True
+        return "=" in head and any(secret_env_name(n) for n, _ in _ENV_LINE.findall(head))
     if isinstance(value, dict):
         return any(isinstance(k, str) and secret_env_name(k) for k in itertools.islice(dict.keys(value), 1000))
     return False
@@ -361,7 +375,7 @@ class NotebookContext:
         self.block = ""
         self.seen: Seen | None = None
         self.proposed: list[str] = []
-        self._scrub: Callable[[str], str] = lambda text: text
+        self._scrub = Redactor(environ)
 
     # -- the block ------------------------------------------------------------------------------------
 
@@ -370,7 +384,7 @@ class NotebookContext:
         block of this wake; returns it (also in ``block``; ``seen`` is what the next wake compares with)."""
         ns, hidden = self.source.namespace(), self.source.hidden()
         cells = self.source.cells(RECENT_CELLS)
-        probe = Redactor(self._environ)
+        probe = self._scrub
         entries = [(k, v) for k, v in list(ns.items()) if isinstance(k, str) and is_listed(k, v, hidden)]
         secrets = {k for k, v in entries if looks_secret(k, v, probe)}
         values = [text for k, v in entries if k in secrets for text in secret_values(v)]

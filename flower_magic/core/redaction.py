@@ -58,6 +58,10 @@ class Redactor:
         """Whether UTF-8 ``data`` holds a known secret (in either spelling) or anything key-shaped."""
         return b"sk-ant-" in data or any(v in data for v in self._encoded)
 
+    def holds(self, text: str) -> bool:
+        """Whether ``text`` holds a known secret or anything key-shaped (what ``__call__`` would change)."""
+        return ("sk-ant-" in text and _KEY_SHAPED.search(text) is not None) or any(v in text for v in self._values)
+
     def __call__(self, text: str) -> str:
         for value in self._values:
             if value in text:

@@ -193,6 +193,7 @@ def test_jupyterlab_inserts_the_proposed_cell_below_marked_and_unrun(fake_api: F
         state: list[dict[str, Any]] = page.evaluate(
             "window.jupyterapp.shell.currentWidget.content.model.sharedModel.cells.map(c => c.toJSON())"
         )
+        page.locator(".jp-Notebook .jp-Cell").nth(3).scroll_into_view_if_needed()
         page.screenshot(path=str(SCREENSHOTS / "proposed-cell.png"))
         out = page.locator(".jp-FlowerProposalOutput").inner_text()
 
