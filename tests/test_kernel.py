@@ -82,3 +82,18 @@ def test_terminal_ipython_gets_a_proposed_cell_as_its_next_input(
     assert nb.PROPOSED_NEXT in json.dumps(reply["content"], ensure_ascii=False)
     assert shell.rl_next_input == f"{say('proposed_comment', 'zh')}\nran = True\ntable['col0'][:5]\n"
     assert "ran" not in shell.user_ns
+
+
+@pytest.mark.parametrize(
+    ("setting", "line", "context"), [(True, '"x"', True), (True, '--no-context "x"', False), (False, '"x"', False)]
+)
+def test_no_context_comes_from_the_flag_or_the_setting(
+    shell: InteractiveShell, setting: bool, line: str, context: bool
+):
+    shell.run_cell(f"%config FlowerMagics.context = {setting}")
+    magics = shell.magics_manager.registry["FlowerMagics"]
+    try:
+        opts, _ = magics._options(line, None)
+    finally:
+        shell.run_cell("%config FlowerMagics.context = True")
+    assert opts.context is context

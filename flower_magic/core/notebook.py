@@ -385,17 +385,19 @@ class NotebookContext:
         ns, hidden = self.source.namespace(), self.source.hidden()
         cells = self.source.cells(RECENT_CELLS)
         probe = self._scrub
-        entries = [(k, v) for k, v in list(ns.items()) if isinstance(k, str) and is_listed(k, v, hidden)]
-        secrets = {k for k, v in entries if looks_secret(k, v, probe)}
-        values = [text for k, v in entries if k in secrets for text in secret_values(v)]
+        # Names, not (name, value) pairs: 10,000 tuples would wake the garbage collector mid-build.
+        listed = [k for k in list(ns) if isinstance(k, str) and is_listed(k, ns.get(k), hidden)]
+        secrets = {k for k in listed if looks_secret(k, ns.get(k), probe)}
+        values = [text for k in secrets for text in secret_values(ns.get(k))]
         self._scrub = Redactor(self._environ, values=values)
         mentioned = _mentioned(cells)
-        entries.sort(key=lambda kv: (kv[0] not in mentioned, kv[0]))
+        ordered = sorted(k for k in listed if k in mentioned) + sorted(k for k in listed if k not in mentioned)
         before = self.previous.variables if self.previous is not None else None
         lines: list[str] = []
         now: dict[str, tuple[int, str]] = {}
         used = 0
-        for name, value in entries:
+        for name in ordered:
+            value = ns.get(name)
             line = describe(name, value, secret=name in secrets)
             mark = ""
             if before is not None:
@@ -406,12 +408,12 @@ class NotebookContext:
             now[name] = (id(value), line)
             lines.append(f"- {line}{mark}")
             used += len(line) + len(mark) + 3
-        parts = [BLOCK_HEAD, VARS_HEAD.format(n=len(entries))]
+        parts = [BLOCK_HEAD, VARS_HEAD.format(n=len(listed))]
         parts.append("\n".join(lines) if lines else VARS_NONE)
-        if len(lines) < len(entries):
-            parts.append(VARS_MORE.format(n=len(entries) - len(lines)))
+        if len(lines) < len(listed):
+            parts.append(VARS_MORE.format(n=len(listed) - len(lines)))
         if before is not None:
-            present = {k for k, _ in entries}
+            present = set(listed)
             gone = sorted(k for k in before if k not in present)
             if gone:
                 names = ", ".join(gone[:NAMES_SHOWN]) + (", …" if len(gone) > NAMES_SHOWN else "")
