@@ -104,3 +104,20 @@ def test_the_notebooks_are_stored_without_outputs() -> None:
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
         run = [c for c in cells if c["cell_type"] == "code" and (c["outputs"] or c["execution_count"] is not None)]
         assert run == [], path.name
+
+
+def test_the_notebook_context_bounds_in_the_readme_are_the_codes() -> None:
+    """Issue 14: the README says exactly what the agent is sent of the notebook; its numbers are these."""
+    from flower_magic.core import notebook as nb
+
+    assert f"at most {nb.BLOCK_BUDGET_CHARS:,} characters" in README
+    assert (
+        f"at most\n{nb.VARIABLES_BUDGET_CHARS:,} of them" in README
+        or f"{nb.VARIABLES_BUDGET_CHARS:,} of them" in README
+    )
+    assert f"one variable's line at most {nb.LINE_CHARS}" in README
+    assert f"**The last {nb.RECENT_CELLS} cells**" in README and f"over {nb.CELL_SOURCE_CHARS}" in README
+    assert f"at most {nb.PREVIEW_CHARS:,} characters" in README and f"at most {nb.CELL_CHARS:,} characters" in README
+    assert f"{nb.PREVIEW_ROWS} rows" in README and f"{nb.PREVIEW_ITEMS} items" in README
+    assert f"longer than {nb.PREVIEW_TIMEOUT_S:g} s" in README and f"first {nb.KEYS_SHOWN} keys" in README
+    assert all(f"`{name}`" in README for name in nb.TOOL_NAMES)
