@@ -182,10 +182,17 @@ class FlowerMagics(Magics):
     workspace = Unicode(
         "", help="the folder runs are bound to (relative = under the kernel's starting folder); empty = the notebook's"
     ).tag(config=True)
+    context = Bool(
+        True, help="give the agent the notebook's variables, recent cells and tools (False = --no-context)"
+    ).tag(config=True)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._told: Path | None = None  # the guessed folder this kernel has been told about
+        from flower_magic.kernel import CellErrors
+
+        self.errors = CellErrors()  # recorded by a post_run_cell callback from %load_ext
+        self._seen: dict[Path, Any] = {}  # run dir -> what the last wake's notebook block said
 
     def where(self, lang: str | None = None) -> Binding:
         """The folder runs are bound to; the first time it is a guess (or a new guess), say so first."""
@@ -242,6 +249,7 @@ class FlowerMagics(Magics):
             "timeout": self.timeout,
             "verbose": self.verbose,
             "lang": self.lang,
+            "context": self.context,
         }
         opts = go_options(args, task=words, workspace=self.where(args.lang).folder, fallback=settings)
         try:
@@ -359,10 +367,28 @@ class FlowerMagics(Magics):
             interactive=bool(getattr(kernel, "_allow_stdin", True)),
             window=opts.window or default_window(),
         )
-        with model_session(opts):
-            self._go(opts, view)
+        from flower_magic.kernel import Proposals
 
-    def _go(self, opts: GoOptions, view: Any) -> None:
+        proposals = Proposals(self.shell, opts.lang)
+        notebook = self._notebook(opts, proposals)
+        with model_session(opts):
+            self._go(opts, view, notebook, proposals)
+
+    def _notebook(self, opts: GoOptions, proposals: Any) -> Any:
+        """The notebook's context of this wake (``core.notebook``), read now, on the kernel's thread;
+        None with ``--no-context`` / ``%config FlowerMagics.context = False``."""
+        if not opts.context:
+            return None
+        from flower_magic.core.notebook import NotebookContext
+        from flower_magic.kernel import ShellSource
+
+        assert opts.run_dir is not None  # check() made it absolute
+        notebook = NotebookContext(ShellSource(self.shell, self.errors, proposals), seen=self._seen.get(opts.run_dir))
+        notebook.take()
+        self._seen[opts.run_dir] = notebook.seen
+        return notebook
+
+    def _go(self, opts: GoOptions, view: Any, notebook: Any, proposals: Any) -> None:
         """The run itself, in the cell, with this run's model in place (``model_session``)."""
         from flower_magic.workflow.go import build, hold_run_dir, make_runtime
 
@@ -370,7 +396,7 @@ class FlowerMagics(Magics):
         try:
             # Before build: it archives on --new and appends a phrase said at wake to 需求.md.
             lock = hold_run_dir(opts, front_end="notebook")
-            starter = build(opts, on_event=view.sink)
+            starter = build(opts, on_event=view.sink, notebook=notebook)
             rt = make_runtime(opts)
         except BaseException as exc:
             view.close()
@@ -388,22 +414,26 @@ class FlowerMagics(Magics):
         runner = _Runner(starter, rt, view, lock)
         try:
             runner.start()
-            self._wait(runner, starter.channel, rt, ask=not view.answers_in_place, lang=opts.lang)
+            self._wait(runner, starter.channel, rt, proposals, ask=not view.answers_in_place, lang=opts.lang)
         finally:
+            proposals.finish()  # cells the agent proposed, shown (or the next input pre-filled)
             if runner.ident is None:  # the thread never started, so it will not release the lock
                 lock.release()
             # The runtime stays registered until its thread ends (see _Runner.run): a shutdown that
             # cuts the cell short must still find the step in flight and record it.
             view.close(runner.ctx, rt.total_cost(), str(rt.manifest_path))
 
-    def _wait(self, runner: _Runner, channel: Any, rt: Any, *, ask: bool = True, lang: str = "zh") -> None:
-        """Serve questions while the run goes (``ask``: with input(); else the view's widget answers
-        them); turn Interrupt into a clean stop."""
+    def _wait(
+        self, runner: _Runner, channel: Any, rt: Any, proposals: Any, *, ask: bool = True, lang: str = "zh"
+    ) -> None:
+        """Serve questions (``ask``: with input(); else the view's widget answers them) and show proposed
+        cells while the run goes; turn Interrupt into a clean stop."""
         asked: set[str] = set()
         try:
             while runner.is_alive():
                 if ask:
                     self._answer_questions(channel, asked, lang)
+                proposals.deliver()
                 runner.join(JOIN_POLL_S)
         except KeyboardInterrupt:
             rt.interrupt("", resume=False)
@@ -476,6 +506,8 @@ def load(ipython: Any) -> None:
     with logged(log, "load"):
         ipython.observe(_on_exit_now, names="exit_now")
     magics = ipython.magics_manager.registry["FlowerMagics"]
+    # Which cell raised what, for the agent's notebook context (a cell's own result says it).
+    ipython.events.register("post_run_cell", magics.errors.record)
     try:
         from flower_magic.core.rundir import RunDir
         from flower_magic.workflow.go import snapshot
@@ -498,7 +530,10 @@ def unload(ipython: Any) -> None:
     magics = ipython.magics_manager.magics
     for kind in ("line", "cell"):
         magics[kind].pop("flower", None)
-    ipython.magics_manager.registry.pop("FlowerMagics", None)
+    registered = ipython.magics_manager.registry.pop("FlowerMagics", None)
+    if registered is not None:
+        with logged(log, "unload"):
+            ipython.events.unregister("post_run_cell", registered.errors.record)
     atexit.unregister(_rescue_all)
     with logged(log, "unload"):
         ipython.unobserve(_on_exit_now, names="exit_now")

@@ -11,6 +11,7 @@ import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { LabIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
+import { CellProposals, proposalOutputFactory } from './cellProposal';
 import { PanelRequests, panelOutputFactory, relativeToRoot } from './magicOutput';
 import { DEFAULT_RUN_DIR, FlowerPanel } from './panel';
 import { loadWords, say } from './words';
@@ -89,6 +90,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
     // `%flower --panel`: the output renders a line; its live message opens the panel, once.
     // Notebooks clone the registry when they open, after this runs, so they all get the renderer.
     rendermime?.addFactory(panelOutputFactory);
+    // A cell the agent proposed: the output renders a line and the code; its live message inserts
+    // the cell below the %flower cell, unrun.
+    rendermime?.addFactory(proposalOutputFactory);
+    const proposals = new CellProposals();
     const requests = new PanelRequests((dir, widget, runDir) => {
       const path = relativeToRoot(dir) ?? folderOf(widget);
       const args: { path?: string; runDir: string } = { runDir: runDir ?? DEFAULT_RUN_DIR };
@@ -101,9 +106,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const watchAll = () => {
       for (const widget of app.shell.widgets('main')) {
         requests.watch(widget);
+        proposals.watch(widget);
       }
     };
-    app.shell.currentChanged?.connect((_, change) => requests.watch(change.newValue));
+    app.shell.currentChanged?.connect((_, change) => {
+      requests.watch(change.newValue);
+      proposals.watch(change.newValue);
+    });
 
     app.shell.add(panel, 'right', { rank: 600 });
     restorer?.add(panel, panel.id);

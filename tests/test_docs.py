@@ -29,14 +29,15 @@ def test_every_cli_flag_is_in_the_readme() -> None:
 
 
 def test_the_two_front_ends_take_the_same_flags_from_one_table() -> None:
-    """The command and the magic differ only where a front end has no use for a flag."""
+    """The command and the magic differ only where a front end has no use for a flag (the command has
+    no kernel: no panel to open, no notebook context to leave out)."""
     from flower_magic.cli import build_parser
     from flower_magic.magics import PARSER
     from flower_magic.workflow.flags import FLAGS
 
     cli, magic = _options(build_parser()), _options(PARSER)
     assert cli - magic == {"-w", "--workspace"}
-    assert magic - cli == {"--panel"}
+    assert magic - cli == {"--panel", "--no-context"}
     assert cli | magic == {name for flag in FLAGS for name in flag.names}
 
 
@@ -103,3 +104,20 @@ def test_the_notebooks_are_stored_without_outputs() -> None:
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
         run = [c for c in cells if c["cell_type"] == "code" and (c["outputs"] or c["execution_count"] is not None)]
         assert run == [], path.name
+
+
+def test_the_notebook_context_bounds_in_the_readme_are_the_codes() -> None:
+    """Issue 14: the README says exactly what the agent is sent of the notebook; its numbers are these."""
+    from flower_magic.core import notebook as nb
+
+    assert f"at most {nb.BLOCK_BUDGET_CHARS:,} characters" in README
+    assert (
+        f"at most\n{nb.VARIABLES_BUDGET_CHARS:,} of them" in README
+        or f"{nb.VARIABLES_BUDGET_CHARS:,} of them" in README
+    )
+    assert f"one variable's line at most {nb.LINE_CHARS}" in README
+    assert f"**The last {nb.RECENT_CELLS} cells**" in README and f"over {nb.CELL_SOURCE_CHARS}" in README
+    assert f"at most {nb.PREVIEW_CHARS:,} characters" in README and f"at most {nb.CELL_CHARS:,} characters" in README
+    assert f"{nb.PREVIEW_ROWS} rows" in README and f"{nb.PREVIEW_ITEMS} items" in README
+    assert f"longer than {nb.PREVIEW_TIMEOUT_S:g} s" in README and f"first {nb.KEYS_SHOWN} keys" in README
+    assert all(f"`{name}`" in README for name in nb.TOOL_NAMES)

@@ -68,6 +68,14 @@ def _hydrate(ctx: Ctx, brief: Brief, name: str, added: str = "", *, verbatim: st
     ctx.pop(MISSING_KEY, None)
 
 
+def with_notebook(prompt: str, notebook: Any) -> str:
+    """``prompt`` followed by the notebook's block of this wake (none without a kernel)."""
+    block = getattr(notebook, "block", "") if notebook is not None else ""
+    if not block:
+        return prompt
+    return f"{prompt}\n\n---\n\n{block}" if prompt.strip() else block
+
+
 def _with_edit(ctx: Ctx, request: str) -> str:
     """``request`` preceded by the person's version of 需求.md, when the clarifier must rebuild it."""
     edited = str(ctx.get(_EDITED_TEXT_KEY) or "")
@@ -89,6 +97,7 @@ def clarify_step(
     retries: int = 0,
     max_turns: int | None = None,
     lang: str = "zh",
+    notebook: Any = None,
 ) -> Step:
     """The clarify step.
 
@@ -98,6 +107,8 @@ def clarify_step(
         prompt: the person's request, as they said it.
         always_ask: run even when a complete brief exists.
         lang: the language of the lines the person reads.
+        notebook: the notebook's context of this wake (``core.notebook.NotebookContext``): its block
+            ends each prompt, its tools are the clarifier's.
     """
 
     def when(ctx: Ctx) -> bool:
@@ -134,20 +145,20 @@ def clarify_step(
         return str(ctx[name])
 
     def ask(ctx: Ctx) -> str:
-        return _with_edit(ctx, prompt)
+        return with_notebook(_with_edit(ctx, prompt), notebook)
 
     def resume(ctx: Ctx) -> str:
         # Not a clarification cut short: the person rewrote the brief, and that is what to pick up.
         if ctx.get(_EDITED_TEXT_KEY):
-            return _with_edit(ctx, prompt)
-        return CLARIFY_RESUME + (CLARIFY_CUT if ctx.get("_died_before") else "")
+            return with_notebook(_with_edit(ctx, prompt), notebook)
+        return with_notebook(CLARIFY_RESUME + (CLARIFY_CUT if ctx.get("_died_before") else ""), notebook)
 
     def why(result: Any, ctx: Ctx) -> str:
         return say("brief_incomplete", lang, n=len(ctx.get(MISSING_KEY) or ()) or 4)
 
     return Step(
         name,
-        clarifier(channel, instructions=instructions, max_turns=max_turns),
+        clarifier(channel, instructions=instructions, max_turns=max_turns, notebook=notebook),
         ask,
         when=when,
         gate=gate,

@@ -63,6 +63,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(("--status",), "flag_status"),
     Flag(("--demo",), "flag_demo"),
     Flag(("--panel",), "flag_panel", front_ends=(MAGIC,)),
+    Flag(("--no-context",), "flag_no_context", front_ends=(MAGIC,)),  # the command has no kernel
 )
 
 
@@ -135,4 +136,5 @@ def go_options(
         verbose=bool(pick("verbose")),
         lang=str(pick("lang") or ""),
         demo=bool(args.demo),
+        context=not getattr(args, "no_context", False) and fallback.get("context", True) is not False,
     )

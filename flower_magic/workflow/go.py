@@ -98,6 +98,8 @@ class GoOptions:
         timeout: seconds to wait for an answer; ≤ 0 = never wait (the agent decides itself).
         window: the model's context window in tokens (None = from FLOWER_WINDOW / calibration / name).
         demo: run on the offline demo model (``flower_magic.testing.demo``); no credentials needed.
+        context: give the agent the notebook's context and tools (``core.notebook``) when the front
+            end has a kernel (``--no-context`` / ``%config FlowerMagics.context = False`` turn it off).
     """
 
     task: str = ""
@@ -116,6 +118,7 @@ class GoOptions:
     verbose: bool = False
     lang: str = ""  # "" = FLOWER_LANG, else zh (check() settles it)
     demo: bool = False
+    context: bool = True
 
     def check(self) -> GoOptions:
         """Validate and normalise; reads nothing but the environment. Raises GoError with one line
@@ -250,8 +253,13 @@ def make_runtime(opts: GoOptions, **kw: Any) -> Any:
     return rt
 
 
-def build(opts: GoOptions, *, on_event: Any = None) -> Starter:
-    """The default workflow for these options (archives first with ``new``)."""
+def build(opts: GoOptions, *, on_event: Any = None, notebook: Any = None) -> Starter:
+    """The default workflow for these options (archives first with ``new``).
+
+    Args:
+        notebook: the notebook's context for this wake (``core.notebook.NotebookContext``, taken by a
+            front end with a kernel); ignored with ``context=False``.
+    """
     from flower_magic.workflow.starter import starter_flow
 
     return starter_flow(
@@ -267,4 +275,5 @@ def build(opts: GoOptions, *, on_event: Any = None) -> Starter:
         timeout_s=opts.timeout_s,
         on_event=on_event,
         lang=opts.lang,
+        notebook=notebook if opts.context else None,
     )

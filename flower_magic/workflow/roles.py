@@ -100,18 +100,30 @@ WORKER_RULES = """你负责把活干完,直到判定清单上每一条都能在�
 CODER_PROMPT = "你负责实现交给你的那一段活。每改一处就跑一次验证,别攒到最后。长输出写进文件,回话只给路径和结论。"
 
 
-def _with_channel(tools: list[str], channel: Any) -> tuple[list[str], dict[str, Any], dict[str, str]]:
-    """Tools, MCP servers and CLI environment for a role that talks to the human."""
-    if channel is None:
-        return tools, {}, {}
-    from flower_magic.core.human import TOOL_NAMES
+def _with_channel(
+    tools: list[str], channel: Any, notebook: Any = None
+) -> tuple[list[str], dict[str, Any], dict[str, str]]:
+    """Tools, MCP servers and CLI environment for a role that talks to the human, and that may look
+    at the notebook (``core.notebook``: its variables and cells, and code handed back as a cell)."""
+    servers: dict[str, Any] = {}
+    env: dict[str, str] = {}
+    if channel is not None:
+        from flower_magic.core.human import SERVER_NAME, TOOL_NAMES
 
-    # cli_env raises the CLI's own MCP tool timeout above ours, so the model hears our timeout text.
-    return [*tools, *TOOL_NAMES], {"human": channel.mcp_server()}, dict(channel.cli_env())
+        tools = [*tools, *TOOL_NAMES]
+        servers[SERVER_NAME] = channel.mcp_server()
+        # cli_env raises the CLI's own MCP tool timeout above ours, so the model hears our timeout text.
+        env.update(channel.cli_env())
+    if notebook is not None:
+        from flower_magic.core import notebook as nb
+
+        tools = [*tools, *nb.TOOL_NAMES]
+        servers[nb.SERVER_NAME] = notebook.mcp_server()
+    return tools, servers, env
 
 
-def clarifier(channel: Any, *, instructions: str = "", max_turns: int | None = None) -> AgentSpec:
-    tools, servers, env = _with_channel(["Read", "Glob", "Grep"], channel)
+def clarifier(channel: Any, *, instructions: str = "", max_turns: int | None = None, notebook: Any = None) -> AgentSpec:
+    tools, servers, env = _with_channel(["Read", "Glob", "Grep"], channel, notebook)
     return AgentSpec(
         name="clarifier",
         instructions=_join(CLARIFIER_RULES, instructions),
@@ -148,11 +160,11 @@ def judge(*, can_run: bool = False, instructions: str = "") -> AgentSpec:
     )
 
 
-def worker(channel: Any, *, instructions: str = "") -> AgentSpec:
+def worker(channel: Any, *, instructions: str = "", notebook: Any = None) -> AgentSpec:
     from claude_agent_sdk import AgentDefinition
 
     tools, servers, env = _with_channel(
-        ["Read", "Write", "Edit", "Bash", "Glob", "Grep", "TodoWrite", "Agent"], channel
+        ["Read", "Write", "Edit", "Bash", "Glob", "Grep", "TodoWrite", "Agent"], channel, notebook
     )
     coder = AgentDefinition(
         description="写代码与测试。要动手实现、又能独立交代清楚的一段活派给它。",

@@ -37,7 +37,7 @@ from flower_magic.core.project import project_key
 from flower_magic.core.rundir import WORK_STEP, RunDir
 from flower_magic.core.words import say
 from flower_magic.workflow.base import Ctx, Step, Workflow
-from flower_magic.workflow.clarify import BRIEF_EDITED_KEY, clarify_step
+from flower_magic.workflow.clarify import BRIEF_EDITED_KEY, clarify_step, with_notebook
 from flower_magic.workflow.clarify import STEP_NAME as CLARIFY_STEP
 from flower_magic.workflow.edits import taken_in
 from flower_magic.workflow.judge import (
@@ -217,6 +217,7 @@ def starter_flow(
     instructions: str = "",
     on_event: Any = None,
     lang: str = "zh",
+    notebook: Any = None,
 ) -> Starter:
     """Assemble the default workflow for ``ask`` in ``workspace``.
 
@@ -228,6 +229,9 @@ def starter_flow(
         rounds: total work rounds in this wake (each judged).
         max_asks, timeout_s: the human channel's question quota and answer timeout.
         lang: the language of the lines the steps say to the person (``zh`` / ``en``).
+        notebook: the notebook's context of this wake (``core.notebook.NotebookContext``), from a front
+            end with a kernel: its block ends the clarifier's and the worker's prompts (at start and at
+            wake; not the goal setter's or the judge's, who rule on files), its tools are theirs.
 
     Raises:
         NoTaskError: ``ask`` is empty and there is nothing to continue (no confirmed brief, no
@@ -263,7 +267,11 @@ def starter_flow(
     )
     amended = amend and channel.amend(said, label=WAKE_LABEL)
 
-    steps: list[Step] = [clarify_step(channel, brief_path=brief_path, prompt=ask, instructions=instructions, lang=lang)]
+    steps: list[Step] = [
+        clarify_step(
+            channel, brief_path=brief_path, prompt=ask, instructions=instructions, lang=lang, notebook=notebook
+        )
+    ]
     if not clarify_only:
         if goal:
             steps.append(
@@ -280,9 +288,11 @@ def starter_flow(
             )
         work = Step(
             WORK_STEP,
-            worker(channel, instructions=instructions),
-            _work_prompt,
-            resume_prompt=lambda ctx: _wake_prompt(said, ctx, regoal=amended, brief_path=brief_path),
+            worker(channel, instructions=instructions, notebook=notebook),
+            lambda ctx: with_notebook(_work_prompt(ctx), notebook),
+            resume_prompt=lambda ctx: with_notebook(
+                _wake_prompt(said, ctx, regoal=amended, brief_path=brief_path), notebook
+            ),
         )
         if goal:
             work = with_goal(work, channel, goal_path=goal_path, rounds=rounds, can_run=judge_can_run, lang=lang)
