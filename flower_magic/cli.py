@@ -273,3 +273,7 @@ def _run_held(opts: GoOptions, facts: Snapshot, *, timeout_given: bool = False) 
         if old_int is not None:
             with logged(log, "run held"):
                 signal.signal(signal.SIGINT, old_int)
+
+
+if __name__ == "__main__":  # python -m flower_magic.cli, as the `flower` command
+    sys.exit(main())

@@ -206,7 +206,10 @@ class RunHandler(_ReadOnlyHandler):
             raise web.HTTPError(404) from exc
         known = (self.request.headers.get("If-None-Match") or "").strip().strip('"')
         try:
-            have = self.arg("have", "")[:64]  # "<rows held>:<their rows_mark digest>"
+            try:  # "<rows held>:<their rows_mark digest>"; a mark that cannot be read asks for all rows
+                have = self.arg("have", "")[:64]
+            except Refused:
+                have = ""
             tag, body = await asyncio.to_thread(
                 self.panel.runs.get, self.panel.root, workspace, run_dir, known=known, have=have
             )

@@ -254,6 +254,8 @@ export class FlowerPanel extends Widget {
         : [])
     );
     this.table.update(data.rows, data.totals, data.starts_over ?? []);
+    // No rows yet: the summary says how to start one; an empty table with zero totals says nothing.
+    this.table.node.hidden = data.rows.length === 0;
     if (this.selected) {
       const again = data.rows.find(r => r.index === this.selected?.index) ?? null;
       this.renderDetails(again);

@@ -13,7 +13,6 @@ import os
 import sqlite3
 import subprocess
 import sys
-import time
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -651,13 +650,47 @@ async def test_a_client_holding_the_rows_gets_only_the_new_ones(call, layout):
         assert "rows_from" not in body and len(body["rows"]) == 51, have[:20]
 
 
-async def test_run_says_when_new_started_the_folder_over(call, layout):
+async def test_run_says_when_new_started_the_folder_over(call, layout, tmp_path):
+    """By the archive folders' own times: their names are in the local time of whoever ran --new."""
     archive = layout.proj / ".flower" / "notes" / "archive"
-    for name in ("20260101-120000", "20260101-120000-1", "20251231-235959", "not-a-time", "20261399-000000"):
+    for name, at in (("20260101-120000", 1_767_000_000), ("20260101-120000-1", 1_767_000_100), ("20251231-2359", 5)):
         (archive / name).mkdir(parents=True)
+        os.utime(archive / name, (at, at))
+    (archive / "20200101-000000").write_text("a file, not an archive")
+    (archive / "交接").mkdir()  # hand-offs kept aside: not a start-over
     body = json.loads((await call("run", {"path": "proj"})).body)
-    local = [time.mktime(time.strptime(t, "%Y%m%d-%H%M%S")) for t in ("20251231-235959", "20260101-120000")]
-    assert body["starts_over"] == [local[0], local[1], local[1]]
+    assert body["starts_over"] == [1_767_000_000, 1_767_000_100]
+    # an archive reached through a link out of the root is not read
+    outside = tmp_path / "elsewhere-notes"
+    (outside / "notes" / "archive" / "20200101-120000").mkdir(parents=True)
+    leak = layout.root / "leak2"
+    (leak / "runs").mkdir(parents=True)
+    (leak / "runs" / "manifest.json").write_text("[]")
+    (leak / ".flower").symlink_to(outside, target_is_directory=True)
+    assert json.loads((await call("run", {"path": "leak2"})).body)["starts_over"] == []
+
+
+async def test_rundirs_finds_run_dirs_beside_a_folder_of_many_files(call, layout):
+    big = layout.proj / "big"
+    (big / "data").mkdir(parents=True)
+    for i in range(3000):
+        (big / "data" / f"f{i}").mkdir()
+    for rel in ("runs", "exp/runs"):
+        (big / rel).mkdir(parents=True)
+        (big / rel / "manifest.json").write_text("[]")
+    body = json.loads((await call("rundirs", {"path": "proj/big"})).body)
+    assert body["run_dirs"] == ["runs", "exp/runs"]
+
+
+async def test_a_hostile_have_or_a_looping_manifest_is_never_a_500(call, layout):
+    for query in ("have=1&have=2", "have=%ff", "have=%ff%fe"):
+        response = await call("run", f"path=proj&{query}")
+        assert response.code == 200 and len(json.loads(response.body)["rows"]) > 0, query
+    manifest = layout.proj / "runs" / "manifest.json"
+    manifest.unlink()
+    manifest.symlink_to(manifest)  # a loop
+    response = await call("run", {"path": "proj"})
+    assert response.code == 422 and json.loads(response.body)["reason"] == "ManifestNotAFile"
 
 
 async def test_rundirs_lists_the_run_dirs_under_a_folder_runs_first(call, layout):

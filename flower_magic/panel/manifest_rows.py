@@ -189,6 +189,8 @@ def read(path: Path) -> Manifest | None:
         st = os.stat(path)
     except FileNotFoundError:
         return None
+    except OSError as exc:  # a symlink loop, a name too long, a folder that cannot be searched
+        raise ManifestUnreadable(422, "ManifestNotAFile", "lab_manifest_not_file", kind=Phrase("kind_other")) from exc
     if st.st_size > MAX_MANIFEST_BYTES:
         raise ManifestUnreadable(
             413, "ManifestTooLarge", "lab_manifest_too_large", size=st.st_size, limit=MAX_MANIFEST_BYTES

@@ -19,7 +19,6 @@ import json
 import os
 import re
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -83,40 +82,49 @@ def _wake(root: Path, workspace: Path, problems: list[str], lang: str) -> dict[s
     return facts
 
 
-# Where a folder's run dirs are looked for: this deep, this many entries read at most, this many kept.
+# Where a folder's run dirs are looked for: this deep; at most this many entries read in any one folder
+# (a data folder of 100,000 files must not hide the run dirs beside it) and this many folders read.
 FIND_DEPTH = 3
-FIND_ENTRIES = 5000
+FIND_PER_FOLDER = 1000
+FIND_FOLDERS = 500
 FIND_KEEP = 20
 _RUN_FILES = (LINEAGE_NAME, manifest_rows.FILENAME)
 
 
+def _is_run_dir(path: Path) -> bool:
+    return any(os.path.isfile(path / name) for name in _RUN_FILES)
+
+
 def find_run_dirs(root: Path, workspace: Path) -> list[str]:
-    """The run dirs under ``workspace`` (relative ``/`` paths, ``runs`` first, then by name): folders
-    holding a lineage.json or a manifest.json, at most ``FIND_DEPTH`` deep, hidden folders and links
-    skipped, after reading at most ``FIND_ENTRIES`` directory entries."""
+    """The run dirs under ``workspace`` (relative ``/`` paths, ``runs`` first, then shallow before
+    deep, then by name): folders holding a lineage.json or a manifest.json, at most ``FIND_DEPTH``
+    deep, hidden folders and links skipped, reading at most ``FIND_PER_FOLDER`` entries of any one
+    folder and ``FIND_FOLDERS`` folders in all."""
     found: list[str] = []
-    budget = FIND_ENTRIES
-    level = [workspace]
+    if _is_run_dir(workspace / "runs") and not (workspace / "runs").is_symlink():
+        found.append("runs")  # the default, whatever else is there
+    level, read = [workspace], 0
     for _ in range(FIND_DEPTH):
         below: list[Path] = []
         for folder in level:
+            if read >= FIND_FOLDERS:
+                break
+            read += 1
             try:
                 with os.scandir(folder) as entries:
-                    for entry in entries:
-                        budget -= 1
-                        if budget < 0:
+                    for count, entry in enumerate(entries):
+                        if count >= FIND_PER_FOLDER:
                             break
                         if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
                             continue
                         path = Path(entry.path)
-                        if any(os.path.isfile(path / name) for name in _RUN_FILES):
-                            found.append(path.relative_to(workspace).as_posix())
+                        rel = path.relative_to(workspace).as_posix()
+                        if rel != "runs" and _is_run_dir(path):
+                            found.append(rel)
                         below.append(path)
             except OSError:
                 continue
-            if budget < 0:
-                break
-        level = below
+        level = sorted(below)
     found.sort(key=lambda rel: (rel != "runs", rel.count("/"), rel))
     return found[:FIND_KEEP]
 
@@ -146,26 +154,28 @@ def owner(root: Path, workspace: Path, run_dir: Path | None) -> Path:
         return workspace
 
 
-# ``--new`` archives into ``.flower/notes/archive/<YYYYmmdd-HHMMSS>[-N]`` (core.lineage), local time.
-_ARCHIVE_NAME = re.compile(r"(\d{8}-\d{6})(?:-\d+)?")
+# ``--new`` archives into ``.flower/notes/archive/<YYYYmmdd-HHMMSS>[-N]`` (core.lineage).
+_ARCHIVE_NAME = re.compile(r"\d{8}-\d{6}(?:-\d+)?")
 
 
-def starts_over(workspace: Path) -> list[float]:
-    """When ``--new`` started this workspace over (epoch seconds, oldest first), read from the names
-    of its archive folders; a folder whose name is not a time stamp is not counted."""
-    times: list[float] = []
+def starts_over(root: Path, workspace: Path) -> list[float]:
+    """When ``--new`` started this workspace over (epoch seconds, oldest first): the archive folders'
+    own times (their names are in the local time of whoever ran ``--new``, which need not be this
+    server's). Only folders named as ``--new`` names them, under the root, count."""
     folder = workspace.joinpath(*NOTES_DIR, ARCHIVE_DIRNAME)
+    notes_rel = _rel(root, workspace.joinpath(*NOTES_DIR))
     try:
-        names = [] if folder.is_symlink() else os.listdir(folder)
-    except OSError:
-        return times
-    for name in names:
-        match = _ARCHIVE_NAME.fullmatch(name)
-        if match is None:
-            continue
+        if inside(root, folder, hidden_ok=(notes_rel,)) != folder:
+            return []  # a link: not this workspace's own archive
+        entries = list(os.scandir(folder))
+    except (Refused, OSError):
+        return []
+    times = []
+    for entry in entries:
         try:
-            times.append(time.mktime(time.strptime(match.group(1), "%Y%m%d-%H%M%S")))
-        except (ValueError, OverflowError):
+            if _ARCHIVE_NAME.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False):
+                times.append(entry.stat(follow_symlinks=False).st_mtime)
+        except OSError:
             continue
     return sorted(times)
 
@@ -198,7 +208,7 @@ def _summarize(
         "lang": lang,
     }
     body["wake"] = _wake(root, workspace, problems, lang)
-    body["starts_over"] = starts_over(workspace)
+    body["starts_over"] = starts_over(root, workspace)
     if run_dir is None:
         return body, pieces
     for name, handle in ((LINEAGE_NAME, "lineage"), (manifest_rows.FILENAME, "manifest")):

@@ -23,6 +23,7 @@ import os
 import re
 import sqlite3
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -106,6 +107,13 @@ class _Index:
     last_seq: int  # the highest seq read
     total: int  # entries up to last_seq
     kept: list[tuple[int, int]]  # (position, seq) of each conversation entry
+    built: float  # time.monotonic() of the last whole read
+
+
+# The store only appends (and relinks entries in place, which never changes what they are), so an
+# index is extended; an entry a person rewrote under the same seq is caught by reading it whole again
+# at most this often while the session changes.
+FULL_READ_S = 60.0
 
 
 _index_lock = threading.Lock()
@@ -129,9 +137,9 @@ def _conversation_index(db: Path, key: str) -> tuple[list[tuple[int, int]], int]
             (still,) = conn.execute(
                 "SELECT count(*) FROM entries WHERE store_key = ? AND seq <= ?", (key, known.last_seq)
             ).fetchone()
-            if still != known.total:
+            if still != known.total or time.monotonic() - known.built > FULL_READ_S:
                 known = None
-        base = known or _Index(-1, 0, [])
+        base = known or _Index(-1, 0, [], time.monotonic())
         flags = conn.execute(
             f"SELECT seq, {_SQL_CONVERSATION} FROM entries WHERE store_key = ? AND seq > ? ORDER BY seq",
             (key, base.last_seq),
@@ -141,7 +149,7 @@ def _conversation_index(db: Path, key: str) -> tuple[list[tuple[int, int]], int]
     finally:
         conn.close()
     kept = base.kept + [(base.total + i, seq) for i, (seq, keep) in enumerate(flags) if keep]
-    index = _Index(flags[-1][0] if flags else base.last_seq, base.total + len(flags), kept)
+    index = _Index(flags[-1][0] if flags else base.last_seq, base.total + len(flags), kept, base.built)
     if index.total == 0:
         raise TranscriptError(404, "NoSuchSession", "lab_no_session")
     with _index_lock:

@@ -88,8 +88,9 @@ NEW_ROW = _row(
     started_at=1_767_000_600.0,
     ended_at=1_767_000_695.0,
 )
-# A `--new` between the first three rows and the new one (an archive folder named for its local time).
-STARTED_OVER = time.strftime("%Y%m%d-%H%M%S", time.localtime(1_767_000_300))
+# A `--new` between the first three rows and the new one (an archive folder of that time).
+STARTED_OVER_AT = 1_767_000_300
+STARTED_OVER = time.strftime("%Y%m%d-%H%M%S", time.localtime(STARTED_OVER_AT))
 
 
 def _transcript() -> list[dict[str, Any]]:
@@ -283,7 +284,11 @@ def test_panel_shows_the_run_follows_new_rows_and_opens_transcripts_without_a_ke
     page.wait_for_selector(PANEL, state="visible")
     page.wait_for_function(f"document.querySelectorAll('{PANEL} tbody tr.jp-FlowerTable-row').length === {len(ROWS)}")
 
-    # (issue 12) a 300 px sidebar: nothing to scroll sideways, and a row's details card has every value
+    # (issue 12) the sidebar as JupyterLab opens it (250 px), and at 300 px: nothing to scroll sideways,
+    # and a row's details card has every value
+    opened = page.locator(PANEL).bounding_box()["width"]
+    assert opened <= 300 and page.evaluate(_SIDEWAYS, PANEL) == [0, 0], opened
+    _shot(page, "00-panel-as-opened")
     _widen_right_sidebar(page, 300)
     assert page.evaluate(_SIDEWAYS, PANEL) == [0, 0]
     page.click(f"{PANEL} tbody tr[data-index='2']")
@@ -328,7 +333,9 @@ def test_panel_shows_the_run_follows_new_rows_and_opens_transcripts_without_a_ke
     polls.clear()
 
     # another process appends a row after a --new: it shows up without a reload, under a line
-    (lab.root / "demo" / ".flower" / "notes" / "archive" / STARTED_OVER).mkdir(parents=True)
+    archived = lab.root / "demo" / ".flower" / "notes" / "archive" / STARTED_OVER
+    archived.mkdir(parents=True)
+    os.utime(archived, (STARTED_OVER_AT, STARTED_OVER_AT))
     _append_row_from_another_process(lab.root / "demo" / "runs" / "manifest.json")
     page.wait_for_function(
         f"document.querySelectorAll('{PANEL} tbody tr.jp-FlowerTable-row').length === {len(ROWS) + 1}",
