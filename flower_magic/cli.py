@@ -114,6 +114,7 @@ class _Console:
         self.rt: Any = None
         self.channel: Any = None
         self.armed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = threading.Thread(target=self._read, name="flower-stdin", daemon=True)
 
     def attach(self, rt: Any, channel: Any) -> None:
@@ -123,6 +124,7 @@ class _Console:
         and time its questions out at once, not end unheard before the run starts.
         """
         self.rt, self.channel = rt, channel
+        self._loop = asyncio.get_running_loop()
         if not sys.stdin.isatty() and self.hint_timeout:
             # Only where it applies: a --timeout on the command line (0 or any other) was the person's
             # choice already.
@@ -149,9 +151,18 @@ class _Console:
             self.channel.nobody_answers()
 
     def on_sigint(self, signum: int, frame: Any) -> None:
+        """Ctrl-C: arm the interrupt, and say so once the handler has returned. The handler may run
+        while this thread is inside the view's printing (holding its lock): printing here would wait
+        for that lock forever."""
         if self.armed or self.rt is None:
             raise KeyboardInterrupt
         self.armed = True
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._announce)
+        else:
+            threading.Thread(target=self._announce, name="flower-interrupt", daemon=True).start()
+
+    def _announce(self) -> None:
         self.view.say("warn", say("interrupted", self.lang))
         waiting = len(self.channel.pending()) if self.channel is not None else 0
         if waiting:

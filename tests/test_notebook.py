@@ -213,3 +213,19 @@ def test_a_cell_by_number_with_its_output_and_a_proposal_goes_to_the_source() ->
     assert "没有第 9 个单元格" in ctx.read_cell(9)
     assert ctx.propose("df.head()") == nb.PROPOSED_LAB and source.proposed == ["df.head()"]
     assert ctx.propose("  ") == nb.PROPOSED_EMPTY and source.proposed == ["df.head()"]
+
+
+def test_the_demo_model_reads_the_task_before_the_notebook_block() -> None:
+    """The demo model took the block's last line ("[1] %load_ext flower_magic") for the task, and
+    answered in its language."""
+    from flower_magic.core.notebook import BLOCK_HEAD
+    from flower_magic.testing.demo import _task
+    from flower_magic.testing.request import Request
+    from flower_magic.workflow.clarify import with_notebook
+
+    class Block:
+        block = f"{BLOCK_HEAD}\n## 最近的单元格\n[1] %load_ext flower_magic"
+
+    prompt = with_notebook("写一份清洗 CSV 的说明", Block())
+    req = Request(0, "/v1/messages", {"messages": [{"role": "user", "content": prompt}]})
+    assert _task(req) == "写一份清洗 CSV 的说明"

@@ -52,8 +52,14 @@ def _answered(req: Request) -> bool:
     return isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
 
 
+# Where a notebook's block starts in a prompt (workflow.clarify.with_notebook, core.notebook.BLOCK_HEAD):
+# the task is said before it.
+_NOTEBOOK_BLOCK = "\n\n---\n\n# 笔记本现场"
+
+
 def _task(req: Request) -> str:
-    lines = [ln.strip() for ln in req.first_user_text.splitlines() if ln.strip() and not ln.startswith("<")]
+    said = req.first_user_text.split(_NOTEBOOK_BLOCK, 1)[0]
+    lines = [ln.strip() for ln in said.splitlines() if ln.strip() and not ln.startswith("<")]
     return (lines[-1] if lines else "the task")[:200]
 
 
