@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,15 +19,6 @@ pytestmark = pytest.mark.slow
 BRIEF = "## 目标\n清洗 CSV\n\n## 验收标准\n- clean.py 存在\n\n## 边界\n只处理 data/\n\n## 未知与假设\n- UTF-8"
 GOAL = "## 目标\nclean.py 可用\n\n## 判定清单\n- clean.py 存在\n- 跑完没有空行"
 PASS = "## 结论\n达成\n\n## 理由\n都在。\n\n## 未通过\n(无)"
-
-
-@pytest.fixture
-def kernel(child_env: dict[str, str], workspace: Path) -> Iterator[Kernel]:
-    k = Kernel(workspace, child_env)
-    try:
-        yield k
-    finally:
-        k.close()
 
 
 def _first_run(api: FakeAnthropic) -> None:

@@ -9,7 +9,6 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,15 +60,6 @@ def _script(api: FakeAnthropic) -> None:
         as_role("worker", text("汇总好了")),
         as_role("judge", text(PASS)),
     )
-
-
-@pytest.fixture
-def kernel(child_env: dict[str, str], workspace: Path) -> Iterator[Kernel]:
-    k = Kernel(workspace, child_env)
-    try:
-        yield k
-    finally:
-        k.close()
 
 
 def test_the_agent_sees_variables_errors_no_secrets_and_hands_back_a_cell_then_no_context_and_the_terminal(
