@@ -45,6 +45,8 @@ FILENAME = "lineage.json"
 # A real lineage is a few hundred bytes; 8 MiB is far beyond any honest file and small enough to
 # read without a thought.
 MAX_LINEAGE_BYTES = 8 * 1024 * 1024
+# The folders ``archive`` makes: ``<YYYYmmdd-HHMMSS>[-N]`` in local time (the panel finds start-overs by it).
+ARCHIVE_NAME = re.compile(r"\d{8}-\d{6}(?:-\d+)?")
 
 # Longest quoted value in a ``problem`` line; it goes into a one-line banner.
 _SHOWN_CHARS = 60

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -28,8 +27,8 @@ from typing import Any
 from flower_magic.core.brief import Brief
 from flower_magic.core.durable import read_capped
 from flower_magic.core.goal import Goal
+from flower_magic.core.lineage import ARCHIVE_NAME, MAX_LINEAGE_BYTES, Lineage
 from flower_magic.core.lineage import FILENAME as LINEAGE_NAME
-from flower_magic.core.lineage import MAX_LINEAGE_BYTES, Lineage
 from flower_magic.core.rundir import ARCHIVE_DIRNAME, BRIEF_NAME, GOAL_NAME, WORKBENCH_DIRNAME
 from flower_magic.core.words import say
 from flower_magic.panel import manifest_rows
@@ -129,13 +128,35 @@ def find_run_dirs(root: Path, workspace: Path) -> list[str]:
     return found[:FIND_KEEP]
 
 
+# lineage.json's recorded workspace by the file's identity: every poll asks (for its fingerprint),
+# and an unchanged file must cost one stat, not a read and a parse.
+_recorded: OrderedDict[Path, tuple[tuple[int, int, int, int], str | None]] = OrderedDict()
+_recorded_lock = threading.Lock()
+
+
 def _recorded_workspace(run_dir: Path) -> str | None:
+    path = run_dir / LINEAGE_NAME
     try:
-        doc = json.loads(read_capped(run_dir / LINEAGE_NAME, MAX_LINEAGE_BYTES))
-    except (OSError, ValueError, RecursionError):
+        st = os.stat(path)
+    except OSError:
         return None
-    recorded = doc.get("workspace") if isinstance(doc, dict) else None
-    return recorded if isinstance(recorded, str) and recorded else None
+    identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    with _recorded_lock:
+        hit = _recorded.get(path)
+    if hit is not None and hit[0] == identity:
+        return hit[1]
+    try:
+        doc = json.loads(read_capped(path, MAX_LINEAGE_BYTES))
+    except (OSError, ValueError, RecursionError):
+        doc = None
+    named = doc.get("workspace") if isinstance(doc, dict) else None
+    recorded = named if isinstance(named, str) and named else None
+    with _recorded_lock:
+        _recorded[path] = (identity, recorded)
+        _recorded.move_to_end(path)
+        while len(_recorded) > CACHE_ENTRIES:
+            _recorded.popitem(last=False)
+    return recorded
 
 
 def owner(root: Path, workspace: Path, run_dir: Path | None) -> Path:
@@ -154,10 +175,6 @@ def owner(root: Path, workspace: Path, run_dir: Path | None) -> Path:
         return workspace
 
 
-# ``--new`` archives into ``.flower/notes/archive/<YYYYmmdd-HHMMSS>[-N]`` (core.lineage).
-_ARCHIVE_NAME = re.compile(r"\d{8}-\d{6}(?:-\d+)?")
-
-
 def starts_over(root: Path, workspace: Path) -> list[float]:
     """When ``--new`` started this workspace over (epoch seconds, oldest first): the archive folders'
     own times (their names are in the local time of whoever ran ``--new``, which need not be this
@@ -173,7 +190,7 @@ def starts_over(root: Path, workspace: Path) -> list[float]:
     times = []
     for entry in entries:
         try:
-            if _ARCHIVE_NAME.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False):
+            if ARCHIVE_NAME.fullmatch(entry.name) and entry.is_dir(follow_symlinks=False):
                 times.append(entry.stat(follow_symlinks=False).st_mtime)
         except OSError:
             continue
