@@ -40,6 +40,7 @@ from flower_magic.workflow.go import (
     make_runtime,
     model_session,
     snapshot,
+    start_record,
 )
 from flower_magic.workflow.phrases import explain_error, plain, problem_line, total_line, wake_banner
 from flower_magic.workflow.starter import NEW_CMD, NoTaskError, unfinished_clarification
@@ -171,15 +172,26 @@ class _Console:
 
 
 async def _drive(opts: GoOptions, view: TerminalView, console: _Console) -> int:
+    from flower_magic.core.live import LiveRun, heard_line
+
+    live = LiveRun(
+        opts.rundir.path,
+        front_end="terminal",
+        start=start_record(opts, "terminal"),
+        view_sink=view,
+        heard=lambda record: view.line(heard_line(record, opts.lang)),
+    )
     try:
-        starter = build(opts, on_event=view)
+        starter = build(opts, on_event=live.sink)
     except NoTaskError:
+        live.end({"_failed_at": "-"}, 0.0, "")
         print(say("need_ask", opts.lang), file=sys.stderr)
         return 1
     if starter.archived is not None:
         view.say("dim", say("archived", opts.lang, path=starter.archived))
     rt = make_runtime(opts)
     console.attach(rt, starter.channel)
+    live.serve(starter.channel, rt)
 
     def on_term(signum: int, frame: Any) -> None:
         rt.rescue()
@@ -192,13 +204,20 @@ async def _drive(opts: GoOptions, view: TerminalView, console: _Console) -> int:
     else:
         ends = (signal.SIGHUP, signal.SIGTERM)
     restore = {s: signal.signal(s, on_term) for s in ends}
+
+    def on_step(step: Any, result: Any) -> None:
+        live.on_step(step, result)
+        view.on_step(step, result)
+
+    ctx: dict[str, Any] | None = None
     try:
-        ctx = await starter.workflow.run(rt, on_event=view, on_step=view.on_step)
+        ctx = await starter.workflow.run(rt, on_event=live.sink, on_step=on_step)
     finally:
         for sig, handler in restore.items():
             signal.signal(sig, handler)
         starter.channel.cancel_all()
         rt.close()
+        live.end(ctx, rt.total_cost(), str(rt.manifest_path))
     view.say("", "")
     view.line(total_line(rt.total_cost(), str(rt.manifest_path), opts.lang))
     failed = ctx.get("_failed_at")
@@ -227,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     if args.status:
         return _status(opts)
+    if args.stop or args.attach or _live_here(opts):
+        return _to_live_run(opts, stop=args.stop)
     try:
         # Before anything heavy is imported and before a byte is written: a missing key is said at once.
         opts.preflight(cmd="flower")
@@ -234,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"flower: {exc}", file=sys.stderr)
         return 1
     facts = snapshot(opts.rundir)
+    if args.detach:
+        return _detach(opts, facts)
     if not opts.task:
         resumable = facts.waking or unfinished_clarification(opts.workspace, opts.run_dir)
         _ask_first(opts, resumable)
@@ -251,6 +274,103 @@ def main(argv: list[str] | None = None) -> int:
             return _run_held(opts, facts, timeout_given=args.timeout is not None)
     finally:
         lock.release()
+
+
+def _live_here(opts: GoOptions) -> bool:
+    from flower_magic.core.live import live_pid
+
+    return live_pid(opts.rundir.path) is not None
+
+
+def _to_live_run(opts: GoOptions, *, stop: bool) -> int:
+    """A directory whose run is live: ``--stop`` stops it; words are a remark to it; then (and with
+    ``--attach`` or nothing) follow it until it ends or Ctrl-C. ``--new`` on a live run is refused."""
+    from flower_magic.core.live import NotLive, post
+
+    rd = opts.rundir
+    try:
+        if opts.new:
+            raise FlowerError(say("live_busy_new", opts.lang, path=rd.path, stop="flower --stop"))
+        if stop:
+            post(rd.path, "stop", source="terminal", lang=opts.lang)
+            print(say("live_stop_sent", opts.lang))
+            return 0
+        if opts.task:
+            post(rd.path, "remark", text=opts.task, source="terminal", lang=opts.lang)
+            print(say("live_remark_sent", opts.lang))
+    except NotLive:
+        print(f"flower: {say('live_no_run', opts.lang)}", file=sys.stderr)
+        return 1
+    except FlowerError as exc:
+        print(f"flower: {exc}", file=sys.stderr)
+        return 1
+    return _attach(opts)
+
+
+def _attach(opts: GoOptions) -> int:
+    """Follow the live run here: its log so far, then live. A line typed answers the open question,
+    or else is a remark; Ctrl-C stops watching (the run goes on)."""
+    from flower_magic.core.live import Watch, end_context, live_state, post
+
+    rd = opts.rundir
+    state = live_state(rd.path)
+    if state is None or not state.live:
+        print(f"flower: {say('live_no_run', opts.lang)}", file=sys.stderr)
+        return 1
+    view = TerminalView(opts.lang, verbose=opts.verbose)
+    view.say("dim", say("live_attached", opts.lang, pid=state.pid, front=say(f"front_{state.front_end}", opts.lang)))
+    watch = Watch(rd.path, view, opts.lang)
+
+    def read() -> None:
+        for raw in sys.stdin:
+            text = raw.rstrip("\n")
+            now = live_state(rd.path)
+            if now is None or not now.live:
+                return
+            asks = now.asks
+            with contextlib.suppress(FlowerError):
+                if asks:
+                    post(rd.path, "answer", text=text, ask_id=str(asks[0].get("id", "")), source="terminal")
+                elif text.strip():
+                    post(rd.path, "remark", text=text.strip(), source="terminal")
+
+    threading.Thread(target=read, name="flower-attach-stdin", daemon=True).start()
+    try:
+        end = watch.run()
+    except KeyboardInterrupt:
+        print()
+        view.say("dim", say("live_detached", opts.lang))
+        return 0
+    if end is None:
+        view.say("warn", say("live_gone", opts.lang))
+        return 1
+    view.say("", "")
+    view.line(total_line(float(end.get("total_cost") or 0.0), str(end.get("manifest") or "-"), opts.lang))
+    ctx = end_context(end)
+    if ctx.get("_failed_at"):
+        why = ctx.get("_aborted")
+        if why:
+            explained = explain_error(str(why), opts.lang, cmd="flower")
+            print(plain(explained) if explained else str(why), file=sys.stderr)
+        print(say("aborted", opts.lang, step=ctx["_failed_at"]), file=sys.stderr)
+        return 1
+    return 0
+
+
+def _detach(opts: GoOptions, facts: Snapshot) -> int:
+    """``flower --detach``: start the run in the background and return."""
+    from flower_magic.runner import start
+
+    if not opts.task and not (facts.waking or unfinished_clarification(opts.workspace, opts.run_dir)) and not opts.new:
+        print(say("need_ask", opts.lang), file=sys.stderr)
+        return 1
+    try:
+        pid = start(opts, front_end="terminal")
+    except FlowerError as exc:
+        print(f"flower: {exc}", file=sys.stderr)
+        return 1
+    print(say("runner_started", opts.lang, pid=pid, follow=say("runner_follow_cli", opts.lang)))
+    return 0
 
 
 def _run_held(opts: GoOptions, facts: Snapshot, *, timeout_given: bool = False) -> int:

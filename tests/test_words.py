@@ -61,6 +61,7 @@ def test_every_phrase_is_said_somewhere() -> None:
         "kind_",
         "role_",
         "reason_",
+        "live_heard_",
     )
     root = pathlib.Path(words.__file__).parents[1]
     sources = [*(p for p in root.rglob("*.py") if p.name != "words.py"), *PANEL_SOURCES.glob("*.ts")]

@@ -88,6 +88,21 @@ class RunDir:
     def run_lock(self) -> Path:
         return self.path / RUN_LOCK
 
+    @property
+    def events(self) -> Path:
+        """``events.jsonl``: the last run's event log (``core.live``)."""
+        return self.path / "events.jsonl"
+
+    @property
+    def live(self) -> Path:
+        """``live.json``: the running process's state (``core.live``)."""
+        return self.path / "live.json"
+
+    @property
+    def inbox(self) -> Path:
+        """``inbox/``: answers, remarks and stops for the running process (``core.live``)."""
+        return self.path / "inbox"
+
     # -- the workspace's notes ----------------------------------------------------------------------
 
     @property

@@ -62,7 +62,7 @@ from flower_magic.core.errors import RunLocked, ensure_dir
 from flower_magic.core.pid import is_alive
 
 LOCK_NAME = "run.lock"
-FRONT_ENDS = ("notebook", "terminal", "api")
+FRONT_ENDS = ("notebook", "terminal", "api", "background")
 
 # A record is a few hundred bytes; anything past this is not ours and is not read further.
 MAX_RECORD_BYTES = 64 * 1024
@@ -83,7 +83,7 @@ class Holder:
         host: its host name.
         since: when it took the lock (ISO 8601, local time with offset).
         step: the step running now ("" before the first one starts).
-        front_end: ``notebook``, ``terminal`` or ``api``.
+        front_end: ``notebook``, ``terminal``, ``api`` or ``background`` (``flower_magic.runner``).
     """
 
     pid: int

@@ -64,6 +64,10 @@ FLAGS: tuple[Flag, ...] = (
     Flag(("--demo",), "flag_demo"),
     Flag(("--panel",), "flag_panel", front_ends=(MAGIC,)),
     Flag(("--no-context",), "flag_no_context", front_ends=(MAGIC,)),  # the command has no kernel
+    Flag(("--bg",), "flag_bg", front_ends=(MAGIC,)),
+    Flag(("--detach",), "flag_detach", front_ends=(CLI,)),
+    Flag(("--attach",), "flag_attach", front_ends=(CLI,)),  # the magic attaches when a run is live
+    Flag(("--stop",), "flag_stop"),
 )
 
 
@@ -77,7 +81,7 @@ def add_flags(parser: argparse.ArgumentParser, front_end: str, lang: str) -> arg
     for flag in FLAGS:
         if front_end not in flag.front_ends:
             continue
-        text = say(flag.help_key, lang)
+        text = say(flag.help_key, lang).replace("%", "%%")  # argparse formats help with %
         if flag.switch:
             parser.add_argument(*flag.names, action="store_true", help=text)
             continue

@@ -174,7 +174,9 @@ class GoOptions:
         rd = self.rundir
         check_dir("workspace", rd.workspace, self.lang)
         check_dir("run dir", rd.path, self.lang)
-        check_files([rd.sessions_db, rd.lineage, rd.manifest, rd.manifest_lock, rd.run_lock], self.lang)
+        check_files(
+            [rd.sessions_db, rd.lineage, rd.manifest, rd.manifest_lock, rd.run_lock, rd.events, rd.live], self.lang
+        )
         check_files([rd.brief, rd.goal, rd.task], self.lang)
         if run and not self.demo and not has_credentials():
             from flower_magic.core.errors import CredentialsError
@@ -228,6 +230,21 @@ def hold_run_dir(opts: GoOptions, *, front_end: str) -> RunLock:
     from flower_magic.core.runlock import acquire
 
     return acquire(opts.rundir.path, front_end=front_end, lang=opts.lang)
+
+
+def start_record(opts: GoOptions, front_end: str) -> dict[str, Any]:
+    """The settings a run's event log starts with (``core.live``): what a view that attaches later
+    needs to show the run as its own front end does."""
+    return {
+        "lang": opts.lang,
+        "verbose": opts.verbose,
+        "rounds": max(1, opts.rounds) if opts.goal else 0,
+        "window": opts.window or 0,
+        "task": opts.task[:2000],
+        "new": opts.new,
+        "demo": opts.demo,
+        "front_end": front_end,
+    }
 
 
 def snapshot(rundir: RunDir) -> Snapshot:

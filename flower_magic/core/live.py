@@ -1,0 +1,762 @@
+"""A run as files any front end can follow and talk to: the event log, the live state, the inbox.
+
+Every run (a notebook's, a terminal's, a background runner's) keeps three things in its run dir:
+
+``events.jsonl``
+    Append-only JSON lines, one record each (``n`` counts from 1, ``t`` is epoch seconds, ``type``
+    says what it is): ``start`` (the run's settings), ``event`` (an engine ``Event`` as
+    ``Event.to_dict``), ``step`` (a finished step's result), ``line`` (a front end's phrase line),
+    ``goals`` (a new goal list), ``heard`` (an answer, remark or stop the run took from the inbox),
+    ``end`` (how it ended). A new run starts a new log. Past ``MAX_PART_BYTES`` the log moves to
+    ``events.1.jsonl`` and goes on in a new part that starts with the ``start`` record again; so the
+    log never holds more than two parts and every part can be read alone.
+``live.json``
+    The running process's state: pid, front end, state (``running`` / ``waiting`` / ``idle`` /
+    ``ended``), step, round, open questions. Rewritten atomically when one of those changes.
+``inbox/``
+    One JSON file per message to the running process (``answer``, ``remark``, ``stop``), written
+    whole and renamed into place; the run takes them in name order and deletes each one it took.
+
+Guarantees:
+    - Writing never raises into the run: a disk that fills up stops the log (``broken`` says why),
+      not the agent. Each record is one ``write`` of a whole line, so a reader never sees half of
+      one; the log is fsynced at step boundaries (``start``, ``step``, ``end``, a step's start).
+    - A record is at most ``MAX_RECORD_BYTES``: long texts and payloads are clipped, never dropped.
+    - ``Follower`` reads only whole lines and follows a log across a move to the next part.
+    - ``live_state`` says a run is live only while its process holds the run lock (``core.runlock``):
+      a process killed with ``kill -9`` is never shown as running.
+    - ``post`` checks before it writes: a run that is not live, an unknown kind, words too long, an
+      inbox that is not a folder each raise ``UserError`` and leave the run dir as it was.
+    - The inbox skips anything that is not a regular file or is larger than ``MAX_MESSAGE_BYTES``;
+      a message it cannot read is kept aside (``<name>.bad``), never lost silently.
+Not guaranteed:
+    - Followers on another host of a network filesystem see records late (whatever its cache allows).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import logging
+import os
+import secrets
+import socket
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flower_magic.core import runlock
+from flower_magic.core.durable import BINARY, read_capped, write_atomic
+from flower_magic.core.errors import UserError, logged
+from flower_magic.core.events import Event
+
+log = logging.getLogger(__name__)
+
+LOG_NAME = "events.jsonl"
+OLD_LOG_NAME = "events.1.jsonl"
+LIVE_NAME = "live.json"
+INBOX_NAME = "inbox"
+RUNNER_LOG_NAME = "runner.log"
+
+MAX_PART_BYTES = 8 * 1024 * 1024  # two parts: a long run's log stays under 16 MiB
+MAX_RECORD_BYTES = 64 * 1024
+TEXT_CHARS = 16_000  # what any view shows of one event is far less
+PAYLOAD_CHARS = 24_000
+MAX_MESSAGE_BYTES = 256 * 1024
+MAX_WORDS_CHARS = 64_000  # an answer or a remark; longer words belong in a file the agent reads
+MAX_LIVE_BYTES = 1024 * 1024
+POLL_S = 0.05  # how often the inbox and followers look (each look is one stat and at most one read)
+
+OPS = ("answer", "remark", "stop")
+SOURCES = ("notebook", "terminal", "panel", "api")
+RUNNING, WAITING, IDLE, ENDED = "running", "waiting", "idle", "ended"
+DURABLE_TYPES = frozenset({"start", "step", "end"})
+
+
+def log_paths(run_dir: Path) -> tuple[Path, Path]:
+    """``(events.1.jsonl, events.jsonl)``: the older part first."""
+    return run_dir / OLD_LOG_NAME, run_dir / LOG_NAME
+
+
+# -- writing -----------------------------------------------------------------------------------------
+
+
+def _clip_event(event: Event) -> dict[str, Any]:
+    data = event.to_dict()
+    if len(data["text"]) > TEXT_CHARS:
+        data["text"] = data["text"][:TEXT_CHARS] + "…"
+    try:
+        payload = json.dumps(data["payload"], ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        payload = "{}"
+    if len(payload) > PAYLOAD_CHARS:
+        # Keep the small facts (ids, states, numbers); clip the long values.
+        small: dict[str, Any] = {}
+        for key, value in (data["payload"] or {}).items():
+            text = json.dumps(value, ensure_ascii=False, default=str)
+            small[key] = value if len(text) <= 2000 else text[:2000] + "…"
+        data["payload"] = small
+    else:
+        data["payload"] = json.loads(payload)
+    return data
+
+
+class EventLog:
+    """The writer of one run's event log (one per run; thread-safe; never raises)."""
+
+    def __init__(self, run_dir: Path, start: dict[str, Any], *, part_bytes: int = MAX_PART_BYTES) -> None:
+        self.run_dir = run_dir
+        self.part_bytes = part_bytes
+        self.run_id = secrets.token_hex(8)
+        self.n = 0
+        self.broken = ""
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        self._size = 0
+        self._start = dict(start, run=self.run_id, pid=os.getpid(), host=socket.gethostname())
+        old, new = log_paths(run_dir)
+        try:
+            for path in (old, new):  # a new run starts a new log
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+            self._open(new)
+        except OSError as exc:
+            self._break(exc)
+            return
+        self.record("start", **self._start)
+
+    def _open(self, path: Path) -> None:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | BINARY | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(path, flags, 0o644)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        self._fd, self._size = fd, st.st_size
+
+    def _break(self, exc: BaseException) -> None:
+        self.broken = f"{type(exc).__name__}: {exc}"
+        log.warning("the event log stopped: %s", self.broken)
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+
+    def record(self, type_: str, **fields: Any) -> int:
+        """Append one record; returns its ``n`` (0 when the log is broken)."""
+        with self._lock:
+            if self._fd is None:
+                return 0
+            self.n += 1
+            record = {"n": self.n, "t": round(time.time(), 4), "type": type_, **fields}
+            line = json.dumps(record, ensure_ascii=False, default=str).encode("utf-8", "replace")
+            if len(line) >= MAX_RECORD_BYTES:
+                record = {"n": self.n, "t": record["t"], "type": type_, "clipped": True}
+                line = json.dumps(record).encode()
+            try:
+                if self._size + len(line) + 1 > self.part_bytes and type_ != "start":
+                    self._next_part()
+                os.write(self._fd, line + b"\n")
+                self._size += len(line) + 1
+                if type_ in DURABLE_TYPES or (type_ == "event" and fields.get("event", {}).get("kind") == "step"):
+                    os.fsync(self._fd)
+            except OSError as exc:
+                self._break(exc)
+                return 0
+            return self.n
+
+    def event(self, event: Event) -> int:
+        return self.record("event", event=_clip_event(event))
+
+    def _next_part(self) -> None:
+        assert self._fd is not None
+        os.fsync(self._fd)
+        os.close(self._fd)
+        self._fd = None
+        old, new = log_paths(self.run_dir)
+        os.replace(new, old)
+        self._open(new)
+        head = {"n": self.n, "t": round(time.time(), 4), "type": "start", **self._start, "part": True}
+        line = json.dumps(head, ensure_ascii=False, default=str).encode("utf-8", "replace") + b"\n"
+        os.write(self._fd, line)  # type: ignore[arg-type]  # _open set it
+        self._size += len(line)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd is not None:
+                with contextlib.suppress(OSError):
+                    os.fsync(self._fd)
+                with contextlib.suppress(OSError):
+                    os.close(self._fd)
+                self._fd = None
+
+
+# -- reading -----------------------------------------------------------------------------------------
+
+
+def _records(data: bytes) -> Iterator[dict[str, Any]]:
+    for raw in data.split(b"\n"):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+        except ValueError:
+            continue  # a person's edit or a torn tail: skipped, the rest still reads
+        if isinstance(record, dict) and isinstance(record.get("n"), int) and isinstance(record.get("type"), str):
+            yield record
+
+
+def read_log(run_dir: Path) -> list[dict[str, Any]]:
+    """Every record of the last run's log, oldest first (both parts; a part's repeated ``start``
+    is dropped). Never raises: what cannot be read is not there."""
+    out: list[dict[str, Any]] = []
+    seen_start = False
+    last = 0
+    for path in log_paths(run_dir):
+        try:
+            data = read_capped(path, MAX_PART_BYTES + MAX_RECORD_BYTES * 2)
+        except OSError:
+            continue
+        for record in _records(data):
+            if record["type"] == "start":
+                if seen_start and record.get("part"):
+                    continue
+                seen_start = True
+            if record["n"] < last:  # an older run's part left behind: start over
+                out.clear()
+            last = record["n"]
+            out.append(record)
+    return out
+
+
+class Follower:
+    """Reads a log as it grows: ``poll()`` returns the records written since the last call.
+
+    Reads by path each time (no file is held open, so the writer can move a part on any platform)
+    and only whole lines. When the file is another one than last time (its identity changed), it is
+    read from its beginning: a new part of the same run (the records the old part got after the last
+    look are read from ``events.1.jsonl`` first) or a new run's log (followed from its ``start``;
+    ``restarted`` counts those).
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.offset = 0
+        self.n = 0
+        self.run_id = ""
+        self.restarted = 0
+        self._ident: tuple[int, int] | None = None
+
+    def poll(self) -> list[dict[str, Any]]:
+        old, new = log_paths(self.run_dir)
+        try:
+            fd = os.open(new, os.O_RDONLY | BINARY | getattr(os, "O_NONBLOCK", 0))
+        except OSError:
+            return []
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return []
+            ident = (st.st_dev, st.st_ino)
+            first = self._ident is None
+            moved = not first and (ident != self._ident or st.st_size < self.offset)
+            if moved or first:
+                self.offset = 0
+            self._ident = ident
+            if st.st_size <= self.offset:
+                return []
+            os.lseek(fd, self.offset, os.SEEK_SET)
+            data = os.read(fd, min(st.st_size - self.offset, MAX_PART_BYTES + MAX_RECORD_BYTES))
+        finally:
+            os.close(fd)
+        whole = data[: data.rfind(b"\n") + 1]
+        self.offset += len(whole)
+        records = list(_records(whole))
+        out: list[dict[str, Any]] = []
+        if records and records[0]["type"] == "start":
+            head = records[0]
+            if head.get("run") != self.run_id:  # a new run's log
+                if self.run_id:
+                    self.restarted += 1
+                self.run_id, self.n = str(head.get("run") or ""), 0
+                if head.get("part"):
+                    out.append(head)
+            if head.get("part") and (moved or first or not self.n):  # the run went on in a new part
+                out.extend(self._missed(old))
+        for record in records:
+            if record["type"] == "start":
+                if record.get("part"):
+                    continue
+            elif record["n"] <= self.n:
+                continue
+            out.append(record)
+            self.n = max(self.n, record["n"])
+        return out
+
+    def _missed(self, old: Path) -> list[dict[str, Any]]:
+        try:
+            data = read_capped(old, MAX_PART_BYTES + MAX_RECORD_BYTES * 2)
+        except OSError:
+            return []
+        records = list(_records(data))
+        if not records or records[0].get("run") != self.run_id:
+            return []
+        out = [r for r in records if r["type"] != "start" and r["n"] > self.n]
+        if out:
+            self.n = max(r["n"] for r in out)
+        return out
+
+
+# -- the live state ------------------------------------------------------------------------------------
+
+
+@dataclass
+class LiveState:
+    """What ``live.json`` says (plus ``live``: its process holds the run lock now).
+
+    Attributes:
+        pid: the process running the workflow.
+        front_end: ``notebook``, ``terminal``, ``background`` or ``api``.
+        state: ``running``, ``waiting`` (a question is open), ``idle`` (between attempts, e.g. an
+            outage's wait) or ``ended``.
+        step: the step running ("" before the first).
+        round: the judge's round (0 outside the work step).
+        asks: the open questions, ``{"id", "question", "options"}`` each.
+        since / updated: epoch seconds.
+        n: the last record's number in the event log when this was written.
+    """
+
+    pid: int = 0
+    front_end: str = ""
+    state: str = RUNNING
+    step: str = ""
+    round: int = 0
+    asks: list[dict[str, Any]] = field(default_factory=list)
+    since: float = 0.0
+    updated: float = 0.0
+    n: int = 0
+    run: str = ""
+    live: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def live_state(run_dir: Path) -> LiveState | None:
+    """The run dir's live state, or None when nothing was ever recorded or it cannot be read.
+    ``.live`` is True only while the recorded process holds the run lock."""
+    try:
+        data = json.loads(read_capped(run_dir / LIVE_NAME, MAX_LIVE_BYTES))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    known = {k: v for k, v in data.items() if k in LiveState.__dataclass_fields__ and k != "live"}
+    try:
+        state = LiveState(**known)
+    except TypeError:
+        return None
+    if not isinstance(state.pid, int) or not isinstance(state.asks, list):
+        return None
+    holder = runlock.holder(run_dir)
+    state.live = holder is not None and holder.pid == state.pid and state.state != ENDED
+    return state
+
+
+def live_pid(run_dir: Path) -> int | None:
+    """The pid of the process running this run dir's workflow now, or None."""
+    state = live_state(run_dir)
+    return state.pid if state is not None and state.live else None
+
+
+# -- the inbox -----------------------------------------------------------------------------------------
+
+
+class NotLive(UserError):
+    """There is no live run to talk to."""
+
+
+def post(run_dir: Path, op: str, *, text: str = "", ask_id: str = "", source: str = "api", lang: str = "") -> Path:
+    """Leave a message for the live run of ``run_dir``; returns the message's file.
+
+    Raises:
+        NotLive: no process runs this run dir now.
+        UserError: an unknown ``op``, words longer than ``MAX_WORDS_CHARS``, or an inbox that is
+            not a folder. Nothing is written then.
+    """
+    from flower_magic.core.words import pick_lang_or_default, say
+
+    lang = pick_lang_or_default(lang)
+    if op not in OPS:
+        raise UserError(say("live_bad_op", lang, op=op[:40], ops=", ".join(OPS)))
+    if not isinstance(text, str) or len(text) > MAX_WORDS_CHARS:
+        raise UserError(say("live_too_long", lang, n=MAX_WORDS_CHARS))
+    state = live_state(run_dir)
+    if state is None or not state.live:
+        raise NotLive(say("live_none", lang, path=str(run_dir)))
+    box = run_dir / INBOX_NAME
+    if os.path.lexists(box) and not box.is_dir():
+        raise UserError(say("live_inbox_not_dir", lang, path=str(box)))
+    message = {"op": op, "text": text, "id": ask_id, "from": source if source in SOURCES else "api", "t": time.time()}
+    name = f"{time.time_ns():020d}-{os.getpid()}-{secrets.token_hex(3)}.json"
+    path = box / name
+    write_atomic(path, json.dumps(message, ensure_ascii=False).encode())
+    return path
+
+
+def take_inbox(run_dir: Path) -> list[dict[str, Any]]:
+    """The messages waiting in the inbox, oldest first; each is removed as it is taken."""
+    box = run_dir / INBOX_NAME
+    try:
+        names = sorted(n for n in os.listdir(box) if n.endswith(".json") and not n.startswith("."))
+    except OSError:
+        return []
+    out: list[dict[str, Any]] = []
+    for name in names:
+        path = box / name
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        try:
+            message = json.loads(read_capped(path, MAX_MESSAGE_BYTES))
+            ok = isinstance(message, dict) and message.get("op") in OPS and isinstance(message.get("text", ""), str)
+        except (OSError, ValueError):
+            ok, message = False, None
+        if not ok:
+            with logged(log, "keeping an unreadable message aside"):
+                os.replace(path, path.with_name(name + ".bad"))
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        assert isinstance(message, dict)
+        message["text"] = str(message.get("text") or "")[:MAX_WORDS_CHARS]
+        message["id"] = str(message.get("id") or "")[:100]
+        message["from"] = message.get("from") if message.get("from") in SOURCES else "api"
+        out.append(message)
+    return out
+
+
+# -- the run's side: the log, the live state and the inbox together -------------------------------------
+
+
+class LiveRun:
+    """One run's log, live state and inbox, for the process that runs the workflow.
+
+    ``sink`` / ``on_step`` / ``line`` / ``goals`` record what the run says and pass it on to the
+    front end's view (``view_sink`` …); a thread takes the inbox every ``POLL_S`` and applies each
+    message to the run: ``answer`` to the channel (``channel.answer``), ``remark`` as an interrupt
+    that resumes the same session with the words (``rt.interrupt``), ``stop`` as an interrupt that
+    ends the step (recorded ``interrupted-by-human``, the session kept). ``heard`` is called with
+    each message taken (a front end's view may say so).
+    """
+
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        front_end: str,
+        start: dict[str, Any],
+        view_sink: Callable[[Event], None] | None = None,
+        heard: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.run_dir = run_dir
+        self.front_end = front_end
+        self.view_sink = view_sink
+        self.heard = heard
+        self.channel: Any = None
+        self.rt: Any = None
+        self.state = LiveState(pid=os.getpid(), front_end=front_end, since=time.time())
+        self.log = EventLog(run_dir, start)
+        self.state.run = self.log.run_id
+        self._state_lock = threading.Lock()
+        self._asks: dict[str, dict[str, Any]] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.stopped = False
+        self._save()
+
+    def serve(self, channel: Any, rt: Any) -> None:
+        """Start taking the inbox for this run's channel and runtime."""
+        self.channel, self.rt = channel, rt
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name="flower-inbox", daemon=True)
+            self._thread.start()
+
+    # -- what the run says -------------------------------------------------------------------------------
+
+    def sink(self, event: Event) -> None:
+        """The workflow's ``on_event``: record, update the live state, pass on. Never raises."""
+        with logged(log, "live sink"):
+            self.log.event(event)
+            self._track(event)
+        if self.view_sink is not None:
+            self.view_sink(event)
+
+    __call__ = sink
+
+    def on_step(self, step: Any, result: Any) -> None:
+        with logged(log, "live step"):
+            self.log.record(
+                "step",
+                ok=bool(getattr(result, "ok", False)),
+                num_turns=int(getattr(result, "num_turns", 0) or 0),
+                cost_usd=float(getattr(result, "cost_usd", 0.0) or 0.0),
+                duration_s=float(getattr(result, "duration_s", 0.0) or 0.0),
+                error=str(getattr(result, "error", "") or ""),
+                session_id=str(getattr(result, "session_id", "") or ""),
+            )
+
+    def line(self, segments: list[tuple[str, str]]) -> None:
+        self.log.record("line", line=[[style, text] for style, text in segments])
+
+    def goals(self, checks: list[str]) -> None:
+        self.log.record("goals", checks=list(checks))
+
+    def end(self, ctx: dict[str, Any] | None, total_cost: float, manifest: str) -> None:
+        """The run is over: the ``end`` record, the state ``ended``, the inbox closed."""
+        ctx = ctx or {}
+        failed = ctx.get("_failed_at")
+        why = ctx.get("_aborted") or (getattr(ctx.get("_results", {}).get(failed), "error", None) if failed else None)
+        self.log.record(
+            "end",
+            failed_at=str(failed or ""),
+            aborted=str(why or ""),
+            total_cost=float(total_cost or 0.0),
+            manifest=str(manifest),
+            stopped=self.stopped,
+        )
+        self.close(ended=True)
+
+    def close(self, *, ended: bool = False) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=2)
+        with self._state_lock:
+            if ended:
+                self.state.state, self.state.asks = ENDED, []
+        self._save()
+        self.log.close()
+
+    # -- the live state ---------------------------------------------------------------------------------
+
+    def _track(self, event: Event) -> None:
+        p = event.payload if isinstance(event.payload, dict) else {}
+        changed = False
+        with self._state_lock:
+            if event.kind == "step":
+                if p.get("judge"):
+                    self.state.round = int(p.get("round") or 0)
+                else:
+                    self.state.step, self.state.round = event.text[:200], 0
+                self.state.state = WAITING if self._asks else RUNNING
+                changed = True
+            elif event.kind == "ask" and p.get("kind") != "mail":
+                ask_id = str(p.get("id") or "")
+                if p.get("state") == "asked":
+                    options = [str(o)[:500] for o in p.get("options") or []][:20]
+                    self._asks[ask_id] = {"id": ask_id, "question": event.text[:4000], "options": options}
+                else:
+                    self._asks.pop(ask_id, None)
+                self.state.asks = list(self._asks.values())
+                self.state.state = WAITING if self._asks else RUNNING
+                changed = True
+            elif event.kind == "retry" and self.state.state != IDLE:
+                self.state.state, changed = IDLE, True
+            elif event.kind in ("text", "tool_call", "tool_result", "result") and self.state.state == IDLE:
+                self.state.state, changed = (WAITING if self._asks else RUNNING), True
+        if changed:
+            self._save()
+
+    def _save(self) -> None:
+        with self._state_lock:
+            self.state.updated = time.time()
+            self.state.n = self.log.n
+            data = json.dumps({k: v for k, v in self.state.to_dict().items() if k != "live"}, ensure_ascii=False)
+        try:
+            write_atomic(self.run_dir / LIVE_NAME, data.encode())
+        except OSError as exc:
+            log.warning("could not write %s: %s", LIVE_NAME, exc)
+
+    # -- the inbox --------------------------------------------------------------------------------------
+
+    def _serve(self) -> None:
+        while not self._stop.wait(POLL_S):
+            with logged(log, "taking the inbox"):
+                for message in take_inbox(self.run_dir):
+                    self.apply(message)
+
+    def apply(self, message: dict[str, Any]) -> None:
+        """Carry out one message (see the class docstring) and record it as ``heard``."""
+        op, text, ask_id = message["op"], message.get("text", ""), message.get("id", "")
+        took = True
+        if op == "answer":
+            pending = self.channel.pending() if self.channel is not None else []
+            target = next((a for a in pending if a.id == ask_id), pending[0] if pending and not ask_id else None)
+            took = target is not None and bool(self.channel.answer(target.id, text))
+            ask_id = target.id if target is not None else ask_id
+        elif op == "remark":
+            if self.rt is not None:
+                self.rt.interrupt(text)
+        elif op == "stop":
+            self.stopped = True
+            if self.rt is not None:
+                self.rt.interrupt("", resume=False)
+            if self.channel is not None:
+                self.channel.cancel_all(STOP_REASON)
+        record = {"op": op, "text": text[:TEXT_CHARS], "id": ask_id, "from": message.get("from", "api"), "took": took}
+        self.log.record("heard", **record)
+        if self.heard is not None:
+            with logged(log, "heard"):
+                self.heard(record)
+
+
+STOP_REASON = "人让运行停下"  # what the agent's open question is settled with on a stop
+
+
+# -- a front end's side: showing a run from its log ---------------------------------------------------
+
+
+def heard_line(record: dict[str, Any], lang: str) -> list[tuple[str, str]]:
+    """The view line of a ``heard`` record: who said what to the run."""
+    from flower_magic.core.words import say
+
+    source = record.get("from") if record.get("from") in SOURCES else "api"
+    front = say(f"front_{source}", lang)
+    op = record.get("op") if record.get("op") in OPS else "remark"
+    text = str(record.get("text") or "")[:300]
+    line = [("note", say(f"live_heard_{op}", lang, source=front, text=text))]
+    if op == "answer" and not record.get("took", True):
+        line.append(("dim", " " + say("live_heard_missed", lang)))
+    return line
+
+
+class _Result:
+    """A ``step`` record in the shape views read from a ``StepResult``."""
+
+    def __init__(self, record: dict[str, Any]) -> None:
+        self.ok = bool(record.get("ok"))
+        self.num_turns = int(record.get("num_turns") or 0)
+        self.cost_usd = float(record.get("cost_usd") or 0.0)
+        self.duration_s = float(record.get("duration_s") or 0.0)
+        self.error = str(record.get("error") or "") or None
+        self.session_id = str(record.get("session_id") or "")
+
+
+def show(view: Any, record: dict[str, Any], lang: str) -> None:
+    """Show one record in a view (``display.RunView``, ``terminal.TerminalView``: anything with
+    ``__call__(event)``, ``on_step``, ``line`` and, optionally, ``set_goal_checks``). ``start`` and
+    ``end`` are the caller's (``Watch``). Never raises."""
+    kind = record.get("type")
+    with logged(log, f"showing a {kind} record"):
+        if kind == "event":
+            data = record.get("event") or {}
+            payload = data.get("payload") if isinstance(data.get("payload"), dict) else {}
+            view(
+                Event(
+                    str(data.get("kind") or "unknown"),
+                    str(data.get("text") or ""),
+                    str(data.get("tool") or ""),
+                    payload,
+                )
+            )
+        elif kind == "step":
+            view.on_step(None, _Result(record))
+        elif kind == "line":
+            view.line([(str(s), str(t)) for s, t in record.get("line") or []])
+        elif kind == "goals" and hasattr(view, "set_goal_checks"):
+            view.set_goal_checks([str(c) for c in record.get("checks") or []])
+        elif kind == "heard":
+            view.line(heard_line(record, lang))
+
+
+def end_context(record: dict[str, Any]) -> dict[str, Any]:
+    """The ``ctx`` a view's ``close`` reads, from an ``end`` record."""
+    ctx: dict[str, Any] = {}
+    if record.get("failed_at"):
+        ctx["_failed_at"] = record["failed_at"]
+        if record.get("aborted"):
+            ctx["_aborted"] = record["aborted"]
+    return ctx
+
+
+class Watch:
+    """Follow a run's log into a view: what it said so far, then what it says, until its ``end``
+    record or until its process is gone without one (``gone``).
+
+    ``on_end(record_or_None)`` is called once, from the following thread, when it is over.
+    """
+
+    def __init__(
+        self,
+        run_dir: Path,
+        view: Any,
+        lang: str,
+        *,
+        on_end: Callable[[dict[str, Any] | None], None] | None = None,
+        poll_s: float = POLL_S,
+        liveness_s: float = 1.0,
+    ) -> None:
+        self.run_dir, self.view, self.lang = run_dir, view, lang
+        self.on_end = on_end
+        self.poll_s, self.liveness_s = poll_s, liveness_s
+        self.follower = Follower(run_dir)
+        self.start: dict[str, Any] | None = None
+        self.end: dict[str, Any] | None = None
+        self.gone = False
+        self.records = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def over(self) -> bool:
+        return self.end is not None or self.gone
+
+    def step(self) -> bool:
+        """Show what is new; returns whether anything was."""
+        records = self.follower.poll()
+        for record in records:
+            self.records += 1
+            if record["type"] == "start":
+                self.start = record
+            elif record["type"] == "end":
+                self.end = record
+            else:
+                show(self.view, record, self.lang)
+        return bool(records)
+
+    def run(self, stop: threading.Event | None = None) -> dict[str, Any] | None:
+        """Follow here until the run is over or ``stop`` is set; returns the end record (or None)."""
+        stop = stop or self._stop
+        quiet_since = time.monotonic()
+        while not self.over and not stop.is_set():
+            if self.step():
+                quiet_since = time.monotonic()
+                continue
+            if time.monotonic() - quiet_since >= self.liveness_s:
+                quiet_since = time.monotonic()
+                state = live_state(self.run_dir)
+                if state is None or not state.live:
+                    self.step()  # the last words before it went
+                    self.gone = self.end is None
+            stop.wait(self.poll_s)
+        if self.over and self.on_end is not None:
+            with logged(log, "watch end"):
+                self.on_end(self.end)
+        return self.end
+
+    def follow(self) -> threading.Thread:
+        """Follow in a daemon thread (``stop()`` ends it)."""
+        self._thread = threading.Thread(target=self.run, name="flower-watch", daemon=True)
+        self._thread.start()
+        return self._thread
+
+    def stop(self) -> None:
+        self._stop.set()

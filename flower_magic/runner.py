@@ -1,0 +1,216 @@
+"""A run that is not the kernel: the workflow in a process of its own, followed through its run dir.
+
+``%flower --bg "task"`` and ``flower --detach "task"`` call ``start``: it starts
+``python -m flower_magic.runner`` detached from the caller (its own session on POSIX, its own process
+group and no console on Windows, outside the caller's job), hands it the checked options on stdin
+and waits for one line: ``ready <pid>`` once the runner holds the run dir's lock and has begun its
+event log, or the one-line reason it could not start (a ``UserError`` in the caller, nothing written).
+
+The runner then runs the same workflow as a foreground run, with ``core.live.LiveRun`` as its only
+view: every event goes to ``events.jsonl``, its state to ``live.json``, and it takes answers, remarks
+and stops from ``inbox/``. Its output goes to ``runner.log`` in the run dir. The Claude Code processes
+it starts are tied to it (``core.launcher``: they die with it); it is tied to nobody, so a kernel
+restart or a closed terminal leaves it running. SIGTERM / SIGHUP record the step in flight
+(``Runtime.rescue``) before it goes; ``kill -9`` leaves the step for the next run to resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from flower_magic.core.errors import FlowerError, UserError
+from flower_magic.core.words import say
+from flower_magic.workflow.go import GoOptions
+
+READY = "ready"
+START_TIMEOUT_S = 60.0  # the runner imports the engine before it answers; a cold disk can be slow
+_children: list[subprocess.Popen[bytes]] = []
+
+
+def _spec(opts: GoOptions, front_end: str) -> bytes:
+    data = asdict(opts)
+    data["workspace"] = str(opts.workspace)
+    data["run_dir"] = str(opts.run_dir) if opts.run_dir is not None else None
+    return json.dumps({"opts": data, "front_end": front_end}, ensure_ascii=False).encode()
+
+
+def _detached() -> dict[str, Any]:
+    if sys.platform == "win32":
+        flags = subprocess.CREATE_NEW_PROCESS_GROUP | subprocess.DETACHED_PROCESS
+        return {"creationflags": flags | subprocess.CREATE_BREAKAWAY_FROM_JOB}
+    return {"start_new_session": True}
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    # Nothing of the kernel's goes with it: the runner is nobody's child once it has started.
+    for name in ("JPY_PARENT_PID", "JPY_SESSION_NAME", "PYDEVD_USE_FRAME_EVAL"):
+        env.pop(name, None)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def start(opts: GoOptions, *, front_end: str) -> int:
+    """Start a background run of ``opts`` (checked and preflighted); returns the runner's pid.
+
+    Raises:
+        UserError: the runner could not start (its own one-line reason, e.g. the run dir is busy).
+    """
+    argv = [sys.executable, "-m", "flower_magic.runner"]
+    kw = _detached()
+    try:
+        child = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=str(opts.workspace),
+            env=_env(),
+            **kw,
+        )
+    except OSError as exc:
+        if sys.platform == "win32" and "creationflags" in kw:  # a job that forbids breaking away
+            kw["creationflags"] &= ~subprocess.CREATE_BREAKAWAY_FROM_JOB
+            child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_env(), **kw)
+        else:
+            raise UserError(say("runner_failed", opts.lang, why=str(exc))) from None
+    assert child.stdin is not None and child.stdout is not None
+    with contextlib.suppress(OSError):
+        child.stdin.write(_spec(opts, front_end))
+    with contextlib.suppress(OSError):
+        child.stdin.close()
+    said: list[str] = []
+    done = threading.Event()
+
+    def read() -> None:
+        assert child.stdout is not None
+        for raw in child.stdout:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            said.append(line)
+            if line.startswith(READY + " ") or line.startswith("error "):
+                break
+        done.set()
+
+    threading.Thread(target=read, name="flower-runner-start", daemon=True).start()
+    done.wait(START_TIMEOUT_S)
+    last = said[-1] if said else ""
+    if last.startswith(READY + " "):
+        child.stdout.close()
+        _children.append(child)
+        # Reaped as soon as it ends: a dead runner left as a zombie would still look alive.
+        threading.Thread(target=child.wait, name="flower-runner-reaper", daemon=True).start()
+        return int(last.split()[1])
+    if child.poll() is None:
+        child.kill()
+    child.wait()
+    why = last[len("error ") :] if last.startswith("error ") else (last or say("runner_silent", opts.lang))
+    raise UserError(why)
+
+
+# -- the runner itself ------------------------------------------------------------------------------
+
+
+def _tell(line: str) -> None:
+    sys.stdout.write(line.replace("\n", " ") + "\n")
+    sys.stdout.flush()
+
+
+def _to_log(path: Path) -> None:
+    """From now on stdout and stderr go to ``runner.log``; stdin is nothing."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+
+
+def _options(spec: dict[str, Any]) -> GoOptions:
+    data = dict(spec["opts"])
+    data["workspace"] = Path(data["workspace"])
+    data["run_dir"] = Path(data["run_dir"]) if data.get("run_dir") else None
+    return GoOptions(**data).check()
+
+
+def main() -> int:
+    from flower_magic.core.live import RUNNER_LOG_NAME, LiveRun
+    from flower_magic.workflow.go import build, hold_run_dir, model_session, start_record
+
+    try:
+        spec = json.loads(sys.stdin.read())
+        opts = _options(spec)
+        opts.preflight(cmd="%flower" if spec.get("front_end") == "notebook" else "flower")
+        lock = hold_run_dir(opts, front_end="background")
+    except FlowerError as exc:
+        _tell(f"error {exc}")
+        return 1
+    except (ValueError, KeyError, TypeError) as exc:
+        _tell(f"error {type(exc).__name__}: {exc}")
+        return 2
+    rd = opts.rundir
+    start = dict(start_record(opts, "background"), by=spec.get("front_end", ""))
+    live = LiveRun(rd.path, front_end="background", start=start)
+    try:
+        with model_session(opts):
+            try:
+                starter = build(opts, on_event=live.sink)
+            except FlowerError as exc:
+                live.end({"_failed_at": "-", "_aborted": str(exc)}, 0.0, "")
+                _tell(f"error {exc}")
+                return 1
+            _tell(f"{READY} {os.getpid()}")
+            _to_log(rd.path / RUNNER_LOG_NAME)
+            if starter.archived is not None:
+                live.line([("dim", say("archived", opts.lang, path=starter.archived))])
+            if opts.demo:
+                live.line([("dim", say("demo_on", opts.lang))])
+            return _run(opts, starter, live)
+    finally:
+        lock.release()
+
+
+def _run(opts: GoOptions, starter: Any, live: Any) -> int:
+    from flower_magic.workflow.go import make_runtime
+
+    rt = make_runtime(opts)
+    live.serve(starter.channel, rt)
+
+    def on_term(signum: int, frame: Any) -> None:
+        rt.rescue()
+        live.close()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    ends = (signal.SIGBREAK, signal.SIGTERM) if sys.platform == "win32" else (signal.SIGHUP, signal.SIGTERM)
+    for sig in ends:
+        signal.signal(sig, on_term)
+    ctx: dict[str, Any] | None = None
+    try:
+        ctx = asyncio.run(starter.workflow.run(rt, on_event=live.sink, on_step=live.on_step))
+    except Exception as exc:
+        ctx = {"_failed_at": "-", "_aborted": f"{type(exc).__name__}: {exc}"}
+        import traceback
+
+        traceback.print_exc()  # into runner.log
+    finally:
+        starter.channel.cancel_all()
+        rt.close()
+        live.end(ctx, rt.total_cost(), str(rt.manifest_path))
+    return 1 if (ctx or {}).get("_failed_at") else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
