@@ -11,6 +11,7 @@ callable ``(Request) -> bool``. ``times`` says how many requests it answers (``N
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -38,6 +39,8 @@ class Reply:
         headers: extra response headers (``retry-after`` ...).
         seconds: how long a ``hang`` lasts (it also ends when the server stops).
         delay_s: wait this long before answering (any kind).
+        hold: an event the reply waits for before it is sent (a test's ``set()`` lets it go); the
+            server stopping lets it go too, as a dropped connection.
         match: which requests this reply may answer (see module docstring).
         in_system: look for a string ``match`` in the system prompt instead of the last user turn.
         times: how many requests this reply answers; ``None`` = every matching request.
@@ -54,6 +57,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     delay_s: float = 0.0
+    hold: threading.Event | None = field(default=None, repr=False, compare=False)
     match: str | Matcher | None = None
     in_system: bool = False
     times: int | None = 1

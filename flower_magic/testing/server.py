@@ -434,6 +434,12 @@ def _make_handler(fake: FakeAnthropic) -> type[BaseHTTPRequestHandler]:
                 request.reply_kind = "reject:no-script"
                 self._send_error(400, "invalid_request_error", str(exc))
                 return
+            if reply.hold is not None:
+                while not reply.hold.wait(0.05):
+                    if fake._stopping.is_set():
+                        request.reply_kind = "drop:stopped"
+                        self._drop()
+                        return
             if reply.delay_s and fake._stopping.wait(reply.delay_s):
                 # The server went down while this answer was on its way: it never arrives.
                 request.reply_kind = "drop:stopped"
