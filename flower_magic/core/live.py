@@ -70,6 +70,7 @@ PAYLOAD_CHARS = 24_000
 MAX_MESSAGE_BYTES = 256 * 1024
 MAX_WORDS_CHARS = 64_000  # an answer or a remark; longer words belong in a file the agent reads
 MAX_LIVE_BYTES = 1024 * 1024
+HEAD_BYTES = 16 * 1024  # a part's first line (its start record) is shorter
 POLL_S = 0.05  # how often the inbox and followers look (each look is one stat and at most one read)
 
 OPS = ("answer", "remark", "stop")
@@ -238,7 +239,7 @@ class Follower:
     """Reads a log as it grows: ``poll()`` returns the records written since the last call.
 
     Reads by path each time (no file is held open, so the writer can move a part on any platform)
-    and only whole lines. When the file is another one than last time (its identity changed), it is
+    and only whole lines. When the file is another one than last time (its first line changed), it is
     read from its beginning: a new part of the same run (the records the old part got after the last
     look are read from ``events.1.jsonl`` first) or a new run's log (followed from its ``start``;
     ``restarted`` counts those).
@@ -250,7 +251,8 @@ class Follower:
         self.n = 0
         self.run_id = ""
         self.restarted = 0
-        self._ident: tuple[int, int] | None = None
+        self.skipped = 0  # records that moved out of the log before this follower read them
+        self._head: bytes | None = None
 
     def poll(self) -> list[dict[str, Any]]:
         old, new = log_paths(self.run_dir)
@@ -262,12 +264,14 @@ class Follower:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
                 return []
-            ident = (st.st_dev, st.st_ino)
-            first = self._ident is None
-            moved = not first and (ident != self._ident or st.st_size < self.offset)
+            # Which part of which run this file is: its first line (the part's ``start`` record). A
+            # file's identity would not do: a new part may reuse the inode of the part it replaced.
+            first_line = os.read(fd, HEAD_BYTES).split(b"\n", 1)[0]
+            first = self._head is None
+            moved = not first and (first_line != self._head or st.st_size < self.offset)
             if moved or first:
                 self.offset = 0
-            self._ident = ident
+            self._head = first_line
             if st.st_size <= self.offset:
                 return []
             os.lseek(fd, self.offset, os.SEEK_SET)
@@ -294,6 +298,8 @@ class Follower:
                     continue
             elif record["n"] <= self.n:
                 continue
+            elif self.n and record["n"] > self.n + 1:
+                self.skipped += record["n"] - self.n - 1  # fell more than a part behind
             out.append(record)
             self.n = max(self.n, record["n"])
         return out
@@ -308,6 +314,8 @@ class Follower:
             return []
         out = [r for r in records if r["type"] != "start" and r["n"] > self.n]
         if out:
+            if self.n and out[0]["n"] > self.n + 1:
+                self.skipped += out[0]["n"] - self.n - 1
             self.n = max(r["n"] for r in out)
         return out
 
