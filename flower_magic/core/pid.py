@@ -10,7 +10,8 @@ Guarantees:
     - A process owned by someone else counts as alive (it exists; we may not touch it).
 Not guaranteed:
     - Telling a reused pid from the original process.
-    - A zombie (dead, not yet reaped by its parent) counts as alive on POSIX.
+    - A zombie (dead, not yet reaped by its parent) counts as dead on Linux (``/proc``), as alive on
+      other POSIX systems.
 """
 
 from __future__ import annotations
@@ -68,4 +69,13 @@ else:
             return True
         except (OverflowError, ValueError):
             return False  # e.g. a pid read from a file name: no kernel hands out one that large
-        return True
+        return not _zombie(pid)
+
+    def _zombie(pid: int) -> bool:
+        """Dead but not yet reaped (Linux ``/proc``): it holds no file, no lock, and never runs
+        again. Containers whose first process reaps nobody keep such zombies for good."""
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+        except (OSError, IndexError):
+            return False
