@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.status:
         return _status(opts)
     if args.stop or args.attach or _live_here(opts):
-        return _to_live_run(opts, stop=args.stop)
+        return _to_live_run(opts, stop=args.stop, follow=not args.detach)
     try:
         # Before anything heavy is imported and before a byte is written: a missing key is said at once.
         opts.preflight(cmd="flower")
@@ -282,10 +282,10 @@ def _live_here(opts: GoOptions) -> bool:
     return live_pid(opts.rundir.path) is not None
 
 
-def _to_live_run(opts: GoOptions, *, stop: bool) -> int:
-    """A directory whose run is live: ``--stop`` stops it; words are a remark to it; then (and with
-    ``--attach`` or nothing) follow it until it ends or Ctrl-C. ``--new`` on a live run is refused."""
-    from flower_magic.core.live import NotLive, post
+def _to_live_run(opts: GoOptions, *, stop: bool, follow: bool = True) -> int:
+    """A directory whose run is live: ``--stop`` stops it; words are a remark to it; then (unless
+    ``--detach``) follow it until it ends or Ctrl-C. ``--new`` on a live run is refused."""
+    from flower_magic.core.live import post
 
     rd = opts.rundir
     try:
@@ -298,13 +298,10 @@ def _to_live_run(opts: GoOptions, *, stop: bool) -> int:
         if opts.task:
             post(rd.path, "remark", text=opts.task, source="terminal", lang=opts.lang)
             print(say("live_remark_sent", opts.lang))
-    except NotLive:
-        print(f"flower: {say('live_no_run', opts.lang)}", file=sys.stderr)
-        return 1
-    except FlowerError as exc:
+    except FlowerError as exc:  # NotLive included: it says which directory has no live run
         print(f"flower: {exc}", file=sys.stderr)
         return 1
-    return _attach(opts)
+    return _attach(opts) if follow else 0
 
 
 def _attach(opts: GoOptions) -> int:

@@ -174,4 +174,6 @@ def test_a_background_run_through_a_sequence_of_failures(
     assert _work_sessions(workspace) == {first_session}
     assert live.read_log(run_dir)[-1]["type"] == "end"
     assert not claude_processes(workspace)
+    rc, out, err = _done(_flower(workspace, env, "--stop"))  # nothing left to stop
+    assert (rc, out) == (1, "") and "no flower is running in" in err
     model.gate.set()
