@@ -19,7 +19,6 @@ import argparse
 import asyncio
 import contextlib
 import logging
-import os
 import signal
 import sys
 import threading
@@ -39,6 +38,7 @@ from flower_magic.workflow.go import (
     hold_run_dir,
     make_runtime,
     model_session,
+    rescue_on_signals,
     snapshot,
     start_record,
 )
@@ -193,17 +193,7 @@ async def _drive(opts: GoOptions, view: TerminalView, console: _Console) -> int:
     console.attach(rt, starter.channel)
     live.serve(starter.channel, rt)
 
-    def on_term(signum: int, frame: Any) -> None:
-        rt.rescue()
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-
-    # A closed terminal: SIGHUP on POSIX, the console's Ctrl-Break / close event on Windows.
-    if sys.platform == "win32":
-        ends = (signal.SIGBREAK, signal.SIGTERM)
-    else:
-        ends = (signal.SIGHUP, signal.SIGTERM)
-    restore = {s: signal.signal(s, on_term) for s in ends}
+    restore = rescue_on_signals(rt)  # a closed terminal records the step in flight
 
     def on_step(step: Any, result: Any) -> None:
         live.on_step(step, result)
@@ -213,8 +203,7 @@ async def _drive(opts: GoOptions, view: TerminalView, console: _Console) -> int:
     try:
         ctx = await starter.workflow.run(rt, on_event=live.sink, on_step=on_step)
     finally:
-        for sig, handler in restore.items():
-            signal.signal(sig, handler)
+        restore()
         starter.channel.cancel_all()
         rt.close()
         live.end(ctx, rt.total_cost(), str(rt.manifest_path))

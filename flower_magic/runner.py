@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -183,23 +182,12 @@ def main() -> int:
 
 
 def _run(opts: GoOptions, starter: Any, live: Any) -> int:
-    from flower_magic.workflow.go import make_runtime
+    from flower_magic.workflow.go import make_runtime, rescue_on_signals
 
     rt = make_runtime(opts)
     live.serve(starter.channel, rt)
 
-    def on_term(signum: int, frame: Any) -> None:
-        rt.rescue()
-        live.close()
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-
-    if sys.platform == "win32":
-        ends = (signal.SIGBREAK, signal.SIGTERM)
-    else:
-        ends = (signal.SIGHUP, signal.SIGTERM)
-    for sig in ends:
-        signal.signal(sig, on_term)
+    rescue_on_signals(rt, then=live.close)  # until the process ends
     ctx: dict[str, Any] | None = None
     try:
         ctx = asyncio.run(starter.workflow.run(rt, on_event=live.sink, on_step=live.on_step))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -245,6 +246,33 @@ def start_record(opts: GoOptions, front_end: str) -> dict[str, Any]:
         "demo": opts.demo,
         "front_end": front_end,
     }
+
+
+def rescue_on_signals(rt: Any, *, then: Callable[[], None] | None = None) -> Callable[[], None]:
+    """Until the returned function is called: SIGHUP / SIGTERM (a closed terminal, ``kill``; on Windows
+    the console's Ctrl-Break or close) record the step in flight (``rt.rescue()``), call ``then``, and
+    end the process by the same signal. Main thread only (where Python runs signal handlers)."""
+    import signal
+    import sys
+
+    def on_end(signum: int, frame: Any) -> None:
+        rt.rescue()
+        if then is not None:
+            then()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    if sys.platform == "win32":
+        ends = (signal.SIGBREAK, signal.SIGTERM)
+    else:
+        ends = (signal.SIGHUP, signal.SIGTERM)
+    before = {s: signal.signal(s, on_end) for s in ends}
+
+    def restore() -> None:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+    return restore
 
 
 def snapshot(rundir: RunDir) -> Snapshot:
