@@ -247,7 +247,11 @@ async def test_an_answer_from_the_inbox_settles_the_question(tmp_path: Path, hel
     await asyncio.to_thread(live.post, tmp_path, "answer", text="2", source="panel")
     ask = await asyncio.wait_for(asking, 10)
     assert (ask.state, ask.answer) == ("answered", "txt")
-    heard = [r for r in live.read_log(tmp_path) if r["type"] == "heard"]
+    for _ in range(500):  # the heard record is written once the answer has been given
+        heard = [r for r in live.read_log(tmp_path) if r["type"] == "heard"]
+        if heard:
+            break
+        await asyncio.sleep(0.01)
     assert heard == [{**heard[0], "op": "answer", "from": "panel", "id": "q1", "took": True}]
 
 
