@@ -72,7 +72,7 @@ export class LiveStrip {
     this.remarkBox = el('textarea', {
       className: 'jp-FlowerLive-input jp-FlowerLive-remarkText',
       title: say('lab_live_remark_tip'),
-      attrs: { rows: '2', 'aria-label': say('lab_live_remark'), placeholder: say('lab_live_remark_tip') }
+      attrs: { rows: '2', 'aria-label': say('lab_live_remark') }
     });
     this.remarkSend = el('button', {
       className: 'jp-FlowerButton jp-mod-accept jp-FlowerLive-remarkSend',
