@@ -29,6 +29,7 @@ from flower_magic.core.pid import is_alive
 from flower_magic.core.words import say
 from tests.e2e.contrast import low_contrast
 from tests.e2e.lab import SCREENSHOTS, Lab, chromium_page, panel_build, running_lab
+from tests.e2e.test_panel_browser import _other_language
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -70,13 +71,13 @@ class Runs:
     """Background runs started for the test, each in its own folder; every runner still alive at the
     end is killed with its process group (it has its own session)."""
 
-    def __init__(self, root: Path, home: Path) -> None:
-        self.root, self.home = root, home
+    def __init__(self, root: Path, home: Path, lang: str) -> None:
+        self.root, self.home, self.lang = root, home, lang
         self.pids: list[int] = []
 
     def start(self, *folders: str) -> list[Path]:
         """``flower --demo --detach`` in each folder (all at once); their run dirs once each is live."""
-        env = dict(os.environ, FLOWER_LANG="en", HOME=str(self.home), PYTHONUNBUFFERED="1")
+        env = dict(os.environ, FLOWER_LANG=self.lang, HOME=str(self.home), PYTHONUNBUFFERED="1")
         for key in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"):
             env.pop(key, None)
         starting = []
@@ -108,10 +109,16 @@ class Runs:
 
 
 @pytest.fixture
-def runs(tmp_path: Path) -> Iterator[Runs]:
+def lab_lang() -> str:
+    """The language of the server and of the runs (FLOWER_LANG): English, as the assertions are written."""
+    return "en"
+
+
+@pytest.fixture
+def runs(tmp_path: Path, lab_lang: str) -> Iterator[Runs]:
     home = tmp_path / "run-home"
     home.mkdir()
-    started = Runs(tmp_path / "root", home)
+    started = Runs(tmp_path / "root", home, lab_lang)
     try:
         yield started
     finally:
@@ -119,16 +126,23 @@ def runs(tmp_path: Path) -> Iterator[Runs]:
 
 
 @pytest.fixture
-def lab(tmp_path: Path, runs: Runs) -> Iterator[Lab]:
+def lab(tmp_path: Path, runs: Runs, lab_lang: str) -> Iterator[Lab]:
     assert panel_build() is not None, "no panel build beside flower_magic: run `jlpm build` first"
     runs.root.mkdir(parents=True, exist_ok=True)
-    with running_lab(tmp_path, runs.root, {"FLOWER_LANG": "en"}) as server:
+    with running_lab(tmp_path, runs.root, {"FLOWER_LANG": lab_lang}) as server:
         yield server
 
 
 def _shot(page: Any, name: str) -> None:
     page.eval_on_selector(PANEL, "e => e.scrollTo(0, 0)")
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+
+
+def _sent(page: Any) -> None:
+    """The strip's line after a send says it was sent (a refusal would say why, and fail here)."""
+    status = page.locator(f"{LIVE} .jp-FlowerLive-status")
+    status.wait_for(state="visible")
+    assert "jp-mod-error" not in (status.get_attribute("class") or ""), status.inner_text()
 
 
 def _open_panel(page: Any, folder: str) -> None:
@@ -164,7 +178,7 @@ def test_the_panel_answers_stops_and_loses_live_runs(lab: Lab, runs: Runs, tmp_p
 
         # (c) clicking an option answers it; the runner hears it from the panel and goes on to the end
         strip.locator(f".jp-FlowerLive-option:text-is('{OPTION}')").click()
-        page.wait_for_selector(f"{LIVE} .jp-FlowerLive-status:not(.jp-mod-error)", state="visible")
+        _sent(page)
         assert posts and posts[0].headers.get("x-xsrftoken"), "the panel's POST carried no X-XSRFToken"
         assert json.loads(posts[0].post_data) == {"op": "answer", "text": OPTION, "id": question["id"]}
         _wait("the first run's end", lambda: _live(first).get("state") == "ended")
@@ -213,7 +227,7 @@ def test_the_panel_answers_stops_and_loses_live_runs(lab: Lab, runs: Runs, tmp_p
         page.wait_for_selector(f"{LIVE}[data-state='waiting']", state="visible")
         page.locator(f"{LIVE} .jp-FlowerLive-remarkText").fill("please keep it short")
         page.locator(f"{LIVE} .jp-FlowerLive-remarkText").press("Enter")
-        page.wait_for_selector(f"{LIVE} .jp-FlowerLive-status:not(.jp-mod-error)", state="visible")
+        _sent(page)
         assert page.locator(f"{LIVE} .jp-FlowerLive-status").inner_text() == say(
             "lab_live_sent_remark", "en", text="please keep it short"
         )
@@ -233,6 +247,25 @@ def test_the_panel_answers_stops_and_loses_live_runs(lab: Lab, runs: Runs, tmp_p
         refused = lab_post(lab, "killed", {"op": "answer", "text": OPTION})
         assert refused == 409
         _shot(page, "16-live-killed")
+
+
+@pytest.mark.parametrize("lab_lang", ["zh"])
+def test_a_chinese_live_strip_says_no_english_word(lab: Lab, runs: Runs, lab_lang: str):
+    """With FLOWER_LANG=zh the strip's every label, tooltip and placeholder is Chinese (the agent's
+    question and options are its own words, not the panel's)."""
+    (run_dir,) = runs.start("zh")
+    _wait("the clarifier's question", lambda: _live(run_dir).get("asks"))
+    with chromium_page() as page:
+        page.goto(f"{lab.url}/lab/tree/zh/README.md?token={lab.token}")
+        page.wait_for_selector("#jp-main-dock-panel .jp-FileEditor", state="visible", timeout=60_000)
+        _open_panel(page, "zh")
+        page.wait_for_selector(f"{LIVE}[data-state='waiting']", state="visible")
+        assert page.locator(f"{LIVE} .jp-FlowerLive-chip").inner_text() == say("lab_live_waiting", "zh")
+        assert page.locator(f"{LIVE} .jp-FlowerLive-stop").inner_text() == say("lab_live_stop", "zh")
+        placeholders = page.locator(f"{LIVE} [placeholder]").evaluate_all("es => es.map(e => e.placeholder)")
+        assert placeholders == [say("lab_live_answer", "zh")]
+        assert _other_language(page, "zh") == []
+        _shot(page, "17-live-zh")
 
 
 def lab_post(lab: Lab, folder: str, body: dict[str, Any]) -> int:
