@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -284,23 +285,24 @@ def stamp(root: Path, workspace: Path, run_dir: Path | None) -> str:
 LIVE_FIELDS = ("state", "live", "step", "round", "asks", "pid", "front_end", "since", "updated")
 
 
-def live_now(root: Path, run_dir: Path | None) -> dict[str, Any] | None:
+def live_now(run_dir: Path | None) -> dict[str, Any] | None:
     """The run's live state as the panel shows it, or None when there is none (no run dir, no
     ``live.json``, or one that cannot be read or is linked out of the root). ``live`` is True only
     while the process that wrote it holds the run lock. Costs one small read and the lock's."""
     if run_dir is None:
         return None
-    path = run_dir / live_files.LIVE_NAME
     try:
-        if not os.path.lexists(path) or inside(root, path) != path:
-            return None  # absent, or a link (even to a file under the root): not this run's own
-    except Refused:
+        st = os.lstat(run_dir / live_files.LIVE_NAME)
+    except OSError:
+        return None
+    # ``run_dir`` is resolved under the root already: a regular file in it is under the root too. A
+    # link (even to a file under the root), a folder or a fifo is not this run's own state.
+    if not stat.S_ISREG(st.st_mode):
         return None
     state = live_files.live_state(run_dir)
     if state is None:
         return None
-    data = state.to_dict()
-    return {name: data[name] for name in LIVE_FIELDS}
+    return {name: getattr(state, name) for name in LIVE_FIELDS}
 
 
 def live_mark(live: dict[str, Any] | None) -> str:
@@ -338,7 +340,7 @@ class RunCache:
             ManifestUnreadable: as ``summarize``; nothing is cached then.
         """
         files = stamp(root, workspace, run_dir)
-        live = live_now(root, run_dir)
+        live = live_now(run_dir)
         tag = f"{files}-{live_mark(live)}"
         if tag == known:
             return tag, None
