@@ -202,6 +202,7 @@ export class LiveStrip {
       return;
     }
     this.sending = true;
+    this.say(null); // what the last send came to is old news now
     this.node.classList.add('jp-mod-sending');
     const buttons = Array.from(this.node.querySelectorAll('button'));
     buttons.forEach(b => (b.disabled = true));

@@ -225,13 +225,23 @@ def test_the_panel_answers_stops_and_loses_live_runs(lab: Lab, runs: Runs, tmp_p
         # a remark: the words go to the agent (an interrupt that carries on in the same session)
         _open_panel(page, "remark")
         page.wait_for_selector(f"{LIVE}[data-state='waiting']", state="visible")
+        # a refused answer (too long) is said in the strip with the server's reason; nothing reaches the run
+        page.locator(f"{LIVE} .jp-FlowerLive-answerText").fill("x" * 64_001)
+        page.locator(f"{LIVE} .jp-FlowerLive-send").click()
+        page.wait_for_selector(f"{LIVE} .jp-FlowerLive-status.jp-mod-error", state="visible")
+        why = say("lab_live_bad_field", "en", name="text", n=64_000)
+        assert page.locator(f"{LIVE} .jp-FlowerLive-status").inner_text() == say("lab_live_failed", "en", why=why)
+        _shot(page, "15-live-refused")
+        assert low_contrast(page, PANEL) == []
+        assert [r for r in _records(fourth) if r["type"] == "heard"] == []
         page.locator(f"{LIVE} .jp-FlowerLive-remarkText").fill("please keep it short")
         page.locator(f"{LIVE} .jp-FlowerLive-remarkText").press("Enter")
         _sent(page)
         assert page.locator(f"{LIVE} .jp-FlowerLive-status").inner_text() == say(
             "lab_live_sent_remark", "en", text="please keep it short"
         )
-        _shot(page, "15-live-remark-sent")
+        _shot(page, "16-live-remark-sent")
+        assert low_contrast(page, PANEL) == []
         heard = _wait("the remark heard", lambda: [r for r in _records(fourth) if r["type"] == "heard"])
         assert [(h["op"], h["text"], h["from"]) for h in heard] == [("remark", "please keep it short", "panel")]
 
@@ -246,7 +256,7 @@ def test_the_panel_answers_stops_and_loses_live_runs(lab: Lab, runs: Runs, tmp_p
         # an answer sent to it now is refused by the server, and the panel says why
         refused = lab_post(lab, "killed", {"op": "answer", "text": OPTION})
         assert refused == 409
-        _shot(page, "16-live-killed")
+        _shot(page, "17-live-killed")
 
 
 @pytest.mark.parametrize("lab_lang", ["zh"])
@@ -265,7 +275,7 @@ def test_a_chinese_live_strip_says_no_english_word(lab: Lab, runs: Runs, lab_lan
         placeholders = page.locator(f"{LIVE} [placeholder]").evaluate_all("es => es.map(e => e.placeholder)")
         assert placeholders == [say("lab_live_answer", "zh")]
         assert _other_language(page, "zh") == []
-        _shot(page, "17-live-zh")
+        _shot(page, "18-live-zh")
 
 
 def lab_post(lab: Lab, folder: str, body: dict[str, Any]) -> int:
