@@ -197,7 +197,7 @@ class _PanelHandler(APIHandler):
         self.reply(body)
 
     @guarded("write")
-    def post(self, *args: Any, **kwargs: Any) -> None:
+    async def post(self, *args: Any, **kwargs: Any) -> None:
         raise web.HTTPError(405)
 
     put = patch = delete = post
@@ -310,7 +310,7 @@ class LiveHandler(_PanelHandler):
     allowed = "POST"
 
     @guarded("write")
-    def post(self) -> None:
+    async def post(self) -> None:
         try:
             _, run_dir = self.locate()
             if run_dir is None:
@@ -327,7 +327,10 @@ class LiveHandler(_PanelHandler):
             self.fail(exc)
             return
         try:
-            live_files.post(run_dir, op, text=text, ask_id=ask_id, source="panel", lang=self.panel.lang)
+            # A thread: the message is written durably (fsync), which must not hold the server's loop.
+            await asyncio.to_thread(
+                live_files.post, run_dir, op, text=text, ask_id=ask_id, source="panel", lang=self.panel.lang
+            )
         except live_files.NotLive:
             self.fail(PanelError(409, "NotLive", "lab_live_not_live"))
             return
