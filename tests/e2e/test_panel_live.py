@@ -145,6 +145,10 @@ def _sent(page: Any) -> None:
     assert "jp-mod-error" not in (status.get_attribute("class") or ""), status.inner_text()
 
 
+def _is_live_post(response: Any) -> bool:
+    return response.request.method == "POST" and "/flower/api/live" in response.url
+
+
 def _open_panel(page: Any, folder: str) -> None:
     page.evaluate(f"window.jupyterapp.commands.execute('flower-magic:open', {{path: '{folder}'}})")
     page.wait_for_selector(PANEL, state="visible")
@@ -159,8 +163,6 @@ def test_the_panel_answers_stops_and_loses_live_runs(lab: Lab, runs: Runs, tmp_p
     assert OPTION in question["options"]
 
     with chromium_page(width=1300, height=900) as page:
-        posts: list[Any] = []
-        page.on("request", lambda r: posts.append(r) if r.method == "POST" and "/flower/api/live" in r.url else None)
         page.goto(f"{lab.url}/lab/tree/answer/README.md?token={lab.token}")
         page.wait_for_selector("#jp-main-dock-panel .jp-FileEditor", state="visible", timeout=60_000)
         _open_panel(page, "answer")
@@ -177,10 +179,11 @@ def test_the_panel_answers_stops_and_loses_live_runs(lab: Lab, runs: Runs, tmp_p
         assert low_contrast(page, PANEL) == []
 
         # (c) clicking an option answers it; the runner hears it from the panel and goes on to the end
-        strip.locator(f".jp-FlowerLive-option:text-is('{OPTION}')").click()
-        _sent(page)
-        assert posts and posts[0].headers.get("x-xsrftoken"), "the panel's POST carried no X-XSRFToken"
-        assert json.loads(posts[0].post_data) == {"op": "answer", "text": OPTION, "id": question["id"]}
+        with page.expect_response(_is_live_post) as sent:
+            strip.locator(f".jp-FlowerLive-option:text-is('{OPTION}')").click()
+        assert sent.value.status == 202, sent.value.text()
+        assert sent.value.request.headers.get("x-xsrftoken"), "the panel's POST carried no X-XSRFToken"
+        assert json.loads(sent.value.request.post_data) == {"op": "answer", "text": OPTION, "id": question["id"]}
         _wait("the first run's end", lambda: _live(first).get("state") == "ended")
         records = _records(first)
         heard = [r for r in records if r["type"] == "heard"]
@@ -235,7 +238,9 @@ def test_the_panel_answers_stops_and_loses_live_runs(lab: Lab, runs: Runs, tmp_p
         assert low_contrast(page, PANEL) == []
         assert [r for r in _records(fourth) if r["type"] == "heard"] == []
         page.locator(f"{LIVE} .jp-FlowerLive-remarkText").fill("please keep it short")
-        page.locator(f"{LIVE} .jp-FlowerLive-remarkText").press("Enter")
+        with page.expect_response(_is_live_post) as sent:
+            page.locator(f"{LIVE} .jp-FlowerLive-remarkText").press("Enter")
+        assert sent.value.status == 202, sent.value.text()
         _sent(page)
         assert page.locator(f"{LIVE} .jp-FlowerLive-status").inner_text() == say(
             "lab_live_sent_remark", "en", text="please keep it short"
