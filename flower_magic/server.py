@@ -1,25 +1,38 @@
-"""The jupyter_server extension behind the JupyterLab "Flower" panel: read-only JSON about run dirs.
+"""The jupyter_server extension behind the JupyterLab "Flower" panel: JSON about run dirs, and one write.
 
 Routes, under ``{base_url}flower/api/``:
 
 - ``GET run?path=<dir>&run_dir=runs&have=<rows_mark>``: the run of a directory relative to the server
-  root: lineage, wake facts, manifest rows (shaped for display), totals, ``problems``, and an ``ETag``
-  for cheap polling (``If-None-Match`` -> 304 while nothing changed). A client that sends the
-  ``rows_mark`` of the rows it holds gets, while those are unchanged, only the rows after them
-  (``rows_from`` says how many it keeps).
+  root: lineage, wake facts, manifest rows (shaped for display), totals, ``problems``, the run's live
+  state (``live``: ``{state, live, step, round, asks, pid, front_end, since, updated}`` or null), and an
+  ``ETag`` for cheap polling (``If-None-Match`` -> 304 while nothing changed, the live state
+  included). A client that sends the ``rows_mark`` of the rows it holds gets, while those are
+  unchanged, only the rows after them (``rows_from`` says how many it keeps).
 - ``GET transcript?path=<dir>&run_dir=runs&session=<uuid>&view=raw|resumed&offset=0&limit=200&all=0``:
   one page of a session's transcript from ``sessions.db``: its conversation, or with ``all=1`` the
   Claude Code CLI's own records too (``hidden`` counts those left out).
 - ``GET rundirs?path=<dir>``: the run dirs found under a directory (a few levels deep), ``runs`` first.
 - ``GET words``: the panel's phrases in the server's language (``FLOWER_LANG``, else zh); every
   message in a body (errors, ``problems``) is said in that language too.
+- ``POST live?path=<dir>&run_dir=runs`` with ``{"op": "answer" | "remark" | "stop", "text", "id"}``:
+  a message to the live run of that run dir (``core.live.post``, from the panel): 202 ``{"ok": true}``
+  once it is in the run's inbox; 409 when no run is live there; 400 for a body that is not such an
+  object; 413 for a body over ``MAX_BODY_BYTES``.
 
 Guarantees:
 - Every verb of every route requires an authenticated user (``@web.authenticated``) who is
-  authorised for the ``contents`` resource (``@authorized``); without one the answer is 403.
-- Only GET reads; POST, PUT, PATCH and DELETE answer 405 (after the same checks) and change nothing.
+  authorised for the ``contents`` resource (``@authorized``); without one the answer is 403. Reads ask
+  for ``read``; the one write asks for ``write``: a user who may only read files may not steer an agent
+  that writes them.
+- The one write is ``POST live``: answer, remark or stop on a run that is live now. It is XSRF-checked
+  as jupyter_server checks its own writes (``JupyterHandler.prepare``): a cookie-authenticated POST
+  without a matching ``X-XSRFToken`` header answers 403; a token-authenticated one (``Authorization:
+  token ...``) needs none. It writes one file, in the run's ``inbox/``, and nothing else.
+- Every other verb of every route answers 405 (after the same checks) and changes nothing; GET, HEAD
+  and OPTIONS on ``live`` too.
 - A path that is absolute, traversing, hidden, still URL-encoded, not UTF-8, or that resolves outside
-  the root answers 404 with the same generic body as a path that does not exist.
+  the root answers 404 with the same generic body as a path that does not exist; a ``live.json`` or
+  ``inbox`` linked out of the root is not read or written through.
 - Error bodies are ``{"message", "reason"}``: never a traceback, never file content.
 - Secrets from the server's environment never appear in a body (``panel.redaction``), and this
   module logs no request data of its own.
@@ -29,6 +42,7 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,6 +55,8 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 
+from flower_magic.core import live as live_files
+from flower_magic.core.errors import UserError
 from flower_magic.core.words import phrases, pick_lang_or_default, say
 from flower_magic.panel import transcript
 from flower_magic.panel.confinement import Refused, confine_dir, inside, real_root, split_relative
@@ -59,6 +75,11 @@ DEFAULT_PAGE_ENTRIES = 200
 AUTH_RESOURCE = "contents"
 # The panel's name in JupyterLab's labextensions folders (package.json "name").
 LABEXTENSION_NAME = "flower-magic"
+# The one write's body: the longest words (``MAX_WORDS_CHARS``) with every character JSON-escaped as a
+# surrogate pair (12 bytes) still fit; anything larger is refused before it is parsed.
+MAX_BODY_BYTES = 1024 * 1024
+# An ask's id as the engine makes them is a few dozen characters.
+MAX_ASK_ID_CHARS = 100
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -89,10 +110,11 @@ def _bad_request(key: str, **fields: Any) -> PanelError:
     return PanelError(400, "BadRequest", key, **fields)
 
 
-class _ReadOnlyHandler(APIHandler):
+class _PanelHandler(APIHandler):
     """Shared plumbing: arguments, confinement, JSON replies without leaks, and refused verbs."""
 
     auth_resource = AUTH_RESOURCE
+    allowed = "GET"  # the ``Allow`` header of a 405
 
     @property
     def panel(self) -> _Panel:
@@ -157,7 +179,7 @@ class _ReadOnlyHandler(APIHandler):
         key = {403: "lab_http_403", 404: "lab_http_404", 405: "lab_http_405"}.get(status_code, "lab_http_500")
         message = say(key, self.panel.lang)
         if status_code == 405:
-            self.set_header("Allow", "GET")
+            self.set_header("Allow", self.allowed)
         reason = exc.reason if isinstance(exc, web.HTTPError) and exc.reason else None
         self.set_status(status_code)
         self.set_header("Content-Type", "application/json")
@@ -175,7 +197,7 @@ class _ReadOnlyHandler(APIHandler):
         self.reply(body)
 
     @guarded("write")
-    def post(self, *args: Any, **kwargs: Any) -> None:
+    async def post(self, *args: Any, **kwargs: Any) -> None:
         raise web.HTTPError(405)
 
     put = patch = delete = post
@@ -191,7 +213,7 @@ class _ReadOnlyHandler(APIHandler):
         raise web.HTTPError(405)
 
 
-class RunHandler(_ReadOnlyHandler):
+class RunHandler(_PanelHandler):
     """``GET flower/api/run``: lineage, wake facts, manifest rows and totals of one run dir.
 
     The reply carries an ``ETag`` that fingerprints the files read; a poll that sends it back in
@@ -225,7 +247,7 @@ class RunHandler(_ReadOnlyHandler):
         self.finish(body)
 
 
-class WordsHandler(_ReadOnlyHandler):
+class WordsHandler(_PanelHandler):
     """``GET flower/api/words``: ``{"lang", "words"}``, the panel's phrases in the server's language.
 
     The panel says nothing of its own: every label, tooltip and message comes from here, so it speaks
@@ -238,7 +260,7 @@ class WordsHandler(_ReadOnlyHandler):
         self.finish({"lang": self.panel.lang, "words": phrases(self.panel.lang, PANEL_PREFIX)})
 
 
-class RunDirsHandler(_ReadOnlyHandler):
+class RunDirsHandler(_PanelHandler):
     """``GET flower/api/rundirs?path=<dir>``: ``{"run_dirs": [...]}``, the run dirs found under a folder
     (``run_summary.find_run_dirs``), for the panel to offer."""
 
@@ -252,7 +274,7 @@ class RunDirsHandler(_ReadOnlyHandler):
         self.reply({"run_dirs": found})
 
 
-class TranscriptHandler(_ReadOnlyHandler):
+class TranscriptHandler(_PanelHandler):
     """``GET flower/api/transcript``: one page of one session, raw or as resumed."""
 
     @guarded("read")
@@ -279,6 +301,74 @@ class TranscriptHandler(_ReadOnlyHandler):
             return
         key = transcript.project_key(workspace) + "/" + session
         await self.page(db, key, workspace, session, view, offset, limit, everything)
+
+
+class LiveHandler(_PanelHandler):
+    """``POST flower/api/live``: answer, remark to or stop the live run of a run dir (the panel's one
+    write). See the module docstring for what it answers."""
+
+    allowed = "POST"
+
+    @guarded("write")
+    async def post(self) -> None:
+        try:
+            _, run_dir = self.locate()
+            if run_dir is None:
+                raise Refused("no run dir")
+            for name in (live_files.LIVE_NAME, live_files.INBOX_NAME):
+                path = run_dir / name
+                if os.path.lexists(path) and inside(self.panel.root, path) != path:
+                    raise Refused(f"{name} is a link")
+        except Refused as exc:
+            raise web.HTTPError(404) from exc
+        try:
+            op, text, ask_id = self.message()
+        except PanelError as exc:
+            self.fail(exc)
+            return
+        try:
+            # A thread: the message is written durably (fsync), which must not hold the server's loop.
+            await asyncio.to_thread(
+                live_files.post, run_dir, op, text=text, ask_id=ask_id, source="panel", lang=self.panel.lang
+            )
+        except live_files.NotLive:
+            self.fail(PanelError(409, "NotLive", "lab_live_not_live"))
+            return
+        except UserError:  # post's other refusal left: an inbox that is not a folder
+            self.fail(PanelError(409, "InboxUnusable", "lab_live_inbox_bad"))
+            return
+        self.reply({"ok": True}, 202)
+
+    def message(self) -> tuple[str, str, str]:
+        """``(op, text, id)`` from the body, checked before anything is written.
+
+        Raises:
+            PanelError: 413 for a body over ``MAX_BODY_BYTES``, 400 for anything else wrong with it.
+        """
+        body = self.request.body or b""
+        if len(body) > MAX_BODY_BYTES:
+            raise PanelError(413, "TooLarge", "lab_live_too_large", size=len(body), limit=MAX_BODY_BYTES)
+        try:
+            data = json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            raise _bad_request("lab_live_bad_json") from exc
+        if not isinstance(data, dict) or set(data) - {"op", "text", "id"}:
+            raise _bad_request("lab_live_bad_json")
+        op = data.get("op")
+        if not isinstance(op, str) or op not in live_files.OPS:
+            raise _bad_request("lab_live_bad_op", got=repr(op)[:40])
+        text, ask_id = data.get("text", ""), data.get("id", "")
+        if not isinstance(text, str) or len(text) > live_files.MAX_WORDS_CHARS:
+            raise _bad_request("lab_live_bad_field", name="text", n=live_files.MAX_WORDS_CHARS)
+        if not isinstance(ask_id, str) or len(ask_id) > MAX_ASK_ID_CHARS:
+            raise _bad_request("lab_live_bad_field", name="id", n=MAX_ASK_ID_CHARS)
+        if op != "stop" and not text.strip():
+            raise _bad_request("lab_live_no_words")
+        return op, text, ask_id
+
+    @guarded("read")
+    def get(self) -> None:
+        raise web.HTTPError(405)
 
 
 def _transcript_page(
@@ -319,6 +409,7 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
             (url_path_join(base, API_PREFIX, "transcript"), TranscriptHandler),
             (url_path_join(base, API_PREFIX, "words"), WordsHandler),
             (url_path_join(base, API_PREFIX, "rundirs"), RunDirsHandler),
+            (url_path_join(base, API_PREFIX, "live"), LiveHandler),
         ],
     )
     serverapp.log.info("flower_magic: Flower panel API at %s", url_path_join(base, API_PREFIX))

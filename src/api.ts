@@ -34,6 +34,33 @@ export interface ITotals {
   handoffs: number;
 }
 
+/** One open question of a live run (`core.live.LiveRun`). */
+export interface IAsk {
+  id: string;
+  question: string;
+  options: string[];
+}
+
+/** The run's live state (`live.json`); `live` is true only while its process holds the run lock. */
+export interface ILive {
+  state: 'running' | 'waiting' | 'idle' | 'ended';
+  live: boolean;
+  step: string;
+  round: number;
+  asks: IAsk[];
+  pid: number;
+  front_end: string;
+  since: number;
+  updated: number;
+}
+
+/** What the panel may say to a live run: the panel's one write (`POST flower/api/live`). */
+export interface ILiveMessage {
+  op: 'answer' | 'remark' | 'stop';
+  text?: string;
+  id?: string;
+}
+
 export interface IRunSummary {
   workspace: string;
   run_dir: string | null;
@@ -54,6 +81,7 @@ export interface IRunSummary {
   rows_from?: number; // this reply holds the rows after the first `rows_from` the client has
   stamp: string;
   problems: string[];
+  live?: ILive | null;
 }
 
 export type Mark = null | 'dropped' | 'rewritten' | 'added';
@@ -85,6 +113,18 @@ export class ApiError extends Error {
   }
 }
 
+/** The server's message from an error body, else the status. */
+function failure(response: Response, text: string): ApiError {
+  let data: any = null;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch {
+    data = null;
+  }
+  const message = data && typeof data.message === 'string' ? data.message : `HTTP ${response.status}`;
+  return new ApiError(message, response.status);
+}
+
 async function get<T>(
   endpoint: string,
   query: Record<string, string>,
@@ -112,20 +152,45 @@ async function get<T>(
     return null; // unchanged since the fingerprint we sent
   }
   const text = await response.text();
-  let data: any = null;
+  if (!response.ok) {
+    throw failure(response, text);
+  }
   try {
-    data = text ? JSON.parse(text) : null;
+    return (text ? JSON.parse(text) : null) as T;
   } catch {
-    data = null;
+    return null;
+  }
+}
+
+/**
+ * Answer, remark to or stop the live run of a run dir. `ServerConnection.makeRequest` sends the
+ * `_xsrf` cookie back as `X-XSRFToken` (and the token, when the page has one), as JupyterLab's own
+ * writes do; the server refuses a cookie-authenticated POST without it.
+ *
+ * Throws an `ApiError` with the server's message: 409 when the run is no longer live.
+ */
+export async function postLive(
+  path: string,
+  runDir: string,
+  message: ILiveMessage,
+  settings: ServerConnection.ISettings
+): Promise<void> {
+  const url =
+    URLExt.join(settings.baseUrl, 'flower/api', 'live') +
+    URLExt.objectToQueryString({ path, run_dir: runDir });
+  let response: Response;
+  try {
+    response = await ServerConnection.makeRequest(
+      url,
+      { method: 'POST', body: JSON.stringify(message), headers: { 'Content-Type': 'application/json' } },
+      settings
+    );
+  } catch (error) {
+    throw new ApiError(say('lab_unreachable', { why: String(error) }), 0);
   }
   if (!response.ok) {
-    const message =
-      data && typeof data.message === 'string'
-        ? data.message
-        : `HTTP ${response.status}`;
-    throw new ApiError(message, response.status);
+    throw failure(response, await response.text());
   }
-  return data as T;
 }
 
 /** The run of a folder, or null when it is unchanged since the summary whose `stamp` is `known`. */

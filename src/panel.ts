@@ -6,12 +6,15 @@ import { ApiError, fetchRun, fetchRunDirs, IRow, IRunSummary } from './api';
 import { runChart } from './chart';
 import { clear, el } from './dom';
 import * as fmt from './format';
+import { LiveStrip } from './live';
 import { RunTable } from './table';
 import { TranscriptView } from './transcript';
 import { count, say } from './words';
 
 /** How often the panel re-reads the run while it is visible: a step row lands within this. */
 export const REFRESH_MS = 3000;
+/** ...and while the run is live: a question shows up, and an answer is seen taken, within this. */
+export const LIVE_REFRESH_MS = 1000;
 export const DEFAULT_RUN_DIR = 'runs';
 
 function clock(date: Date): string {
@@ -28,6 +31,7 @@ export class FlowerPanel extends Widget {
   private data: IRunSummary | null = null;
   private goodAt: Date | null = null;
   private timer: number | null = null;
+  private timerMs = 0;
   private inFlight = false;
   private generation = 0;
   private selected: IRow | null = null;
@@ -38,6 +42,7 @@ export class FlowerPanel extends Widget {
   // The run dir was chosen (typed, picked, or sent by `%flower --panel`) for this folder.
   private runDirChosen = false;
   private readonly notice: HTMLElement;
+  private readonly live: LiveStrip;
   private readonly summary: HTMLElement;
   private readonly problems: HTMLElement;
   private readonly chart: HTMLElement;
@@ -78,6 +83,7 @@ export class FlowerPanel extends Widget {
       attrs: { type: 'button' },
       onClick: () => void this.refresh()
     });
+    this.live = new LiveStrip(settings, () => void this.refresh());
     this.notice = el('div', { className: 'jp-FlowerPanel-notice' });
     this.notice.hidden = true;
     this.summary = el('div', { className: 'jp-FlowerPanel-summary' });
@@ -98,6 +104,7 @@ export class FlowerPanel extends Widget {
         ]),
         reload
       ]),
+      this.live.node,
       this.notice,
       this.summary,
       this.problems,
@@ -168,6 +175,7 @@ export class FlowerPanel extends Widget {
     this.details.hidden = true;
     this.transcript.close();
     this.table.update([], { steps: 0, ok: 0, cost_usd: 0, num_turns: 0, duration_s: 0, retries: 0, handoffs: 0 });
+    this.live.update(this.path ?? '', this.runDir, null);
     this.node.setAttribute('data-state', 'loading');
   }
 
@@ -216,10 +224,25 @@ export class FlowerPanel extends Widget {
       }
     } finally {
       this.inFlight = false;
+      this.pace();
+    }
+  }
+
+  /** Poll every `LIVE_REFRESH_MS` while the run is live, every `REFRESH_MS` otherwise. */
+  private pace(): void {
+    if (this.timer === null) {
+      return; // hidden: no polling at all
+    }
+    const ms = this.data?.live?.live ? LIVE_REFRESH_MS : REFRESH_MS;
+    if (ms !== this.timerMs) {
+      window.clearInterval(this.timer);
+      this.timerMs = ms;
+      this.timer = window.setInterval(() => void this.refresh(), ms);
     }
   }
 
   private render(data: IRunSummary): void {
+    this.live.update(this.path ?? '', this.runDir, data.live);
     const w = data.wake;
     const bits = data.has_run
       ? [
@@ -335,6 +358,7 @@ export class FlowerPanel extends Widget {
     super.onAfterShow(msg);
     void this.refresh();
     if (this.timer === null) {
+      this.timerMs = REFRESH_MS;
       this.timer = window.setInterval(() => void this.refresh(), REFRESH_MS);
     }
   }

@@ -34,7 +34,8 @@ OUTSIDE_MARK = "OUTSIDE-THE-ROOT-do-not-serve"
 SID = "0b8f5a0e-3c1d-4e2a-9f6b-7a1c2d3e4f50"
 SID2 = "9d3c2b1a-0f9e-4d8c-8b7a-6f5e4d3c2b1a"
 ENTRIES = 250
-ROUTES = ("run", "transcript", "rundirs", "words")
+ROUTES = ("run", "transcript", "rundirs", "words")  # the reads
+ALL_ROUTES = (*ROUTES, "live")  # and the one write
 VERBS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
 
 
@@ -255,7 +256,7 @@ def assert_no_leak(response: HTTPResponse, layout: Layout) -> None:
 # -- authentication and verbs -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("route", ALL_ROUTES)
 @pytest.mark.parametrize("verb", VERBS)
 @pytest.mark.parametrize("token", [False, "not-the-token"])
 async def test_every_route_and_verb_without_a_valid_token_is_403(call, layout, route, verb, token):
@@ -976,3 +977,369 @@ def test_a_missing_panel_build_is_said_in_one_line_and_a_present_one_is_not(tmp_
     assert line is not None and "Node.js" in line and "\n" not in line
     (second / "flower-magic" / "package.json").write_text("{}")
     assert panel_missing_line([str(first), str(second)]) is None
+
+
+# -- the one write: POST live (issue 15) ---------------------------------------------------------------
+
+WRITING_VERBS = ("POST", "PUT", "PATCH", "DELETE")
+ASK = {"id": "ask-1", "question": "Which format?", "options": ["SVG", "PNG"]}
+
+
+def write_live(run_dir: Path, pid: int, **extra: Any) -> None:
+    """``live.json`` as ``core.live.LiveRun`` writes it, for the process ``pid``."""
+    state = {
+        "pid": pid,
+        "front_end": "background",
+        "state": "waiting",
+        "step": "确认需求",
+        "round": 0,
+        "asks": [ASK],
+        "since": 1_767_000_000.0,
+        "updated": 1_767_000_001.0,
+        "n": 7,
+        "run": "abc",
+        **extra,
+    }
+    (run_dir / "live.json").write_text(json.dumps(state, ensure_ascii=False), encoding="utf-8")
+
+
+@pytest.fixture
+def live_run(layout: Layout) -> Any:
+    """proj/runs held by a real process whose live.json says it waits for an answer."""
+    runs = layout.proj / "runs"
+    with LockHolder(runs, "background", "确认需求") as holder:
+        write_live(runs, holder.pid)
+        yield holder
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` with its bytes: "changed nothing" is this, unchanged."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def inbox(run_dir: Path) -> list[dict[str, Any]]:
+    box = run_dir / "inbox"
+    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(box.glob("*.json"))] if box.is_dir() else []
+
+
+@pytest.fixture
+def send(http_server_client: Any, jp_base_url: str, jp_auth_header: dict[str, str]):
+    """``send(query, body, headers=None, method="POST", token=True)``: a request to ``flower/api/live``."""
+
+    async def _send(
+        query: dict[str, str] | str,
+        body: Any,
+        *,
+        headers: dict[str, str] | None = None,
+        method: str = "POST",
+        token: bool = True,
+        route: str = "live",
+    ) -> HTTPResponse:
+        if isinstance(query, dict):
+            query = urllib.parse.urlencode(query, quote_via=urllib.parse.quote)
+        raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+        return await http_server_client.fetch(
+            f"{jp_base_url}flower/api/{route}?{query}",
+            method=method,
+            headers={**(jp_auth_header if token else {}), **(headers or {})},
+            body=raw if method in ("POST", "PUT", "PATCH") else None,
+            raise_error=False,
+            follow_redirects=False,
+            allow_nonstandard_methods=True,
+        )
+
+    return _send
+
+
+async def test_run_carries_the_live_state_and_its_etag_changes_when_the_runner_is_killed(
+    call, layout, http_server_client, jp_base_url, jp_auth_header
+):
+    """Guards the live strip's source: ``live`` in the poll, and a poll holding the old ETag told at
+    once (200, not 304) when the runner dies by kill -9, which changes no file."""
+    runs = layout.proj / "runs"
+    url = f"{jp_base_url}flower/api/run?path=proj"
+    quiet = await http_server_client.fetch(url, headers=jp_auth_header)
+    assert json.loads(quiet.body)["live"] is None
+    with LockHolder(runs, "background", "确认需求") as holder:
+        write_live(runs, holder.pid)
+        first = await http_server_client.fetch(url, headers=jp_auth_header)
+        etag = first.headers["Etag"]
+        assert etag != quiet.headers["Etag"] and json.loads(first.body)["stamp"] == etag.strip('"')
+        live = json.loads(first.body)["live"]
+        assert live == {
+            "state": "waiting",
+            "live": True,
+            "step": "确认需求",
+            "round": 0,
+            "asks": [ASK],
+            "pid": holder.pid,
+            "front_end": "background",
+            "since": 1_767_000_000.0,
+            "updated": 1_767_000_001.0,
+        }
+        same = await http_server_client.fetch(url, headers={**jp_auth_header, "If-None-Match": etag}, raise_error=False)
+        assert same.code == 304
+        write_live(runs, holder.pid, state="running", asks=[], step="干活")
+        moved = await http_server_client.fetch(url, headers={**jp_auth_header, "If-None-Match": etag})
+        assert moved.code == 200 and json.loads(moved.body)["live"]["state"] == "running"
+        etag = moved.headers["Etag"]
+        # the rows a client holds still come back as the tail only, with the live state beside them
+        held = json.loads(moved.body)
+        tail = await call("run", {"path": "proj", "have": held["rows_mark"]})
+        assert json.loads(tail.body)["rows_from"] == 3 and json.loads(tail.body)["live"]["live"] is True
+        holder.proc.kill()
+        holder.proc.wait()
+    gone = await http_server_client.fetch(url, headers={**jp_auth_header, "If-None-Match": etag})
+    assert gone.code == 200
+    assert json.loads(gone.body)["live"]["live"] is False
+    assert json.loads(gone.body)["rows"] == held["rows"]
+
+
+async def test_a_live_json_linked_out_of_the_root_is_not_read(call, layout):
+    runs = layout.proj / "runs"
+    write_live(layout.outside / "runs", os.getpid(), step=OUTSIDE_MARK)
+    (runs / "live.json").symlink_to(layout.outside / "runs" / "live.json")
+    response = await call("run", {"path": "proj"})
+    assert json.loads(response.body)["live"] is None
+    assert_no_leak(response, layout)
+
+
+async def test_an_answer_from_the_panel_lands_in_the_live_runs_inbox(send, layout, live_run):
+    runs = layout.proj / "runs"
+    response = await send({"path": "proj"}, {"op": "answer", "text": "SVG", "id": "ask-1"})
+    assert response.code == 202 and json.loads(response.body) == {"ok": True}
+    for op, text in (("remark", "use five petals"), ("stop", "")):
+        assert (await send({"path": "proj", "run_dir": "runs"}, {"op": op, "text": text})).code == 202
+    got = [(m["op"], m["text"], m["id"], m["from"]) for m in inbox(runs)]
+    assert got == [
+        ("answer", "SVG", "ask-1", "panel"),
+        ("remark", "use five petals", "", "panel"),
+        ("stop", "", "", "panel"),
+    ]
+
+
+async def test_the_write_without_a_token_or_with_a_wrong_one_is_403_and_writes_nothing(send, layout, live_run):
+    before = tree(layout.proj)
+    for headers in ({}, {"Authorization": "token not-the-token"}):
+        response = await send({"path": "proj"}, {"op": "stop"}, headers=headers, token=False)
+        assert response.code == 403
+        assert_no_leak(response, layout)
+    assert tree(layout.proj) == before
+
+
+async def test_a_user_who_may_only_read_files_may_not_write(jp_serverapp, send, call, layout, live_run):
+    """The write asks the authorizer for ``write`` on contents, not ``read``."""
+    from jupyter_server.auth.authorizer import Authorizer
+
+    class ReadOnly(Authorizer):
+        def is_authorized(self, handler, user, action, resource):
+            return action == "read"
+
+    jp_serverapp.web_app.settings["authorizer"] = ReadOnly(parent=jp_serverapp)
+    before = tree(layout.proj)
+    assert (await call("run", {"path": "proj"})).code == 200
+    assert (await send({"path": "proj"}, {"op": "stop"})).code == 403
+    assert tree(layout.proj) == before
+
+
+async def _login_cookies(http_server_client: Any, jp_base_url: str, token: str) -> dict[str, str]:
+    """Log in as a browser does and keep the cookies it is given: ``_xsrf`` from the login page, the
+    login cookie from the token, once, in the URL."""
+    cookies: dict[str, str] = {}
+    for url in (f"{jp_base_url}login", f"{jp_base_url}api/status?token={token}"):
+        response = await http_server_client.fetch(
+            url,
+            headers={"Cookie": "; ".join(f"{k}={v}" for k, v in cookies.items())} if cookies else {},
+            raise_error=False,
+            follow_redirects=False,
+        )
+        for header in response.headers.get_list("Set-Cookie"):
+            name, _, rest = header.partition("=")
+            cookies[name.strip()] = rest.split(";", 1)[0]
+    return cookies
+
+
+async def test_a_cookie_authenticated_write_needs_the_xsrf_token_as_jupyter_servers_own_writes_do(
+    jp_serverapp, http_server_client, jp_base_url, send, layout, live_run
+):
+    """The browser's case: logged in by cookie, a POST without ``X-XSRFToken`` is 403 (another site's
+    form could send it); with the header matching the ``_xsrf`` cookie it is 202. A token in the
+    ``Authorization`` header needs no XSRF token (no browser sends that header by itself)."""
+    cookies = await _login_cookies(http_server_client, jp_base_url, jp_serverapp.identity_provider.token)
+    xsrf = cookies.pop("_xsrf")
+    assert cookies, "no login cookie was set; the checks below would test nothing"
+    jar = "; ".join(f"{k}={v}" for k, v in {**cookies, "_xsrf": xsrf}.items())
+    runs = layout.proj / "runs"
+    # the login cookie works: a read passes, and jupyter_server's own write refuses without the header
+    read = await send({"path": "proj"}, None, method="GET", route="run", headers={"Cookie": jar}, token=False)
+    assert read.code == 200
+    own = await http_server_client.fetch(
+        f"{jp_base_url}api/contents/proj/x.txt",
+        method="PUT",
+        headers={"Cookie": jar},
+        body=json.dumps({"type": "file", "format": "text", "content": "x"}),
+        raise_error=False,
+    )
+    assert own.code == 403
+    body = {"op": "remark", "text": "hello"}
+    refused = await send({"path": "proj"}, body, headers={"Cookie": jar}, token=False)
+    assert refused.code == 403 and inbox(runs) == []
+    forged = await send({"path": "proj"}, body, headers={"Cookie": jar, "X-XSRFToken": "forged"}, token=False)
+    assert forged.code == 403 and inbox(runs) == []
+    taken = await send({"path": "proj"}, body, headers={"Cookie": jar, "X-XSRFToken": xsrf}, token=False)
+    assert taken.code == 202 and len(inbox(runs)) == 1
+    assert (await send({"path": "proj"}, body)).code == 202  # token-authenticated: no XSRF token needed
+    assert len(inbox(runs)) == 2
+
+
+async def test_the_write_outside_the_root_is_404_like_the_reads(send, layout, live_run):
+    """Absolute paths, ``..``, symlinks out, hidden folders: 404 with the generic body, nothing written;
+    also a live run's inbox or live.json linked out of the root."""
+    outside_runs = layout.outside / "runs"
+    with LockHolder(outside_runs, "background", "确认需求") as other:
+        write_live(outside_runs, other.pid)
+        before = tree(layout.outside)
+        queries = [
+            {"path": str(layout.outside)},
+            {"path": "/" + str(layout.outside).lstrip("/")},
+            {"path": "../" + layout.outside.parent.name + "/outside"},
+            {"path": "proj/../.."},
+            {"path": "link_out"},
+            {"path": "proj", "run_dir": "runs_out"},
+            {"path": "proj", "run_dir": "../../outside/runs"},
+            {"path": "proj", "run_dir": str(outside_runs)},
+            {"path": "proj/up"},
+            {"path": ".hidden"},
+            {"path": "to_hidden"},
+            {"path": "proj", "run_dir": ".flower/runs"},
+            {"path": "proj%2F..%2F.."},
+            {"path": "nowhere"},
+            {"path": "proj", "run_dir": "no_such_runs"},
+        ]
+        for query in queries:
+            response = await send(query, {"op": "stop"})
+            assert (response.code, json.loads(response.body)["message"]) == (404, "Not found"), query
+            assert_no_leak(response, layout)
+        assert tree(layout.outside) == before
+    runs = layout.proj / "runs"
+    (runs / "inbox").symlink_to(outside_runs, target_is_directory=True)
+    response = await send({"path": "proj"}, {"op": "remark", "text": "x"})
+    assert response.code == 404
+    (runs / "inbox").unlink()
+    (runs / "inbox").symlink_to(layout.root / "leaky", target_is_directory=True)  # under the root, still a link
+    assert (await send({"path": "proj"}, {"op": "remark", "text": "x"})).code == 404
+    (runs / "inbox").unlink()
+    assert tree(layout.outside) == before and not list((layout.root / "leaky").glob("*.json"))
+    assert (await send({"path": "proj"}, {"op": "remark", "text": "x"})).code == 202
+
+
+async def test_a_run_that_is_not_live_is_409_and_nothing_is_written(send, layout):
+    """No live.json; a live.json whose process is gone (killed); one that says it ended."""
+    runs = layout.proj / "runs"
+    cases = []
+    with LockHolder(runs, "background", "确认需求") as holder:
+        write_live(runs, holder.pid, state="ended", asks=[])
+        cases.append("ended")
+        before = tree(layout.proj)
+        response = await send({"path": "proj"}, {"op": "stop"})
+        assert (response.code, json.loads(response.body)["reason"]) == (409, "NotLive")
+        assert tree(layout.proj) == before
+        write_live(runs, holder.pid)
+        holder.proc.kill()
+        holder.proc.wait()
+    before = tree(layout.proj)
+    response = await send({"path": "proj"}, {"op": "answer", "text": "SVG"})
+    assert response.code == 409
+    assert json.loads(response.body)["message"] == words.say("lab_live_not_live", "en")
+    (runs / "live.json").unlink()
+    assert (await send({"path": "proj"}, {"op": "stop"})).code == 409
+    (layout.root / "fresh" / "runs").mkdir(parents=True)
+    assert (await send({"path": "fresh"}, {"op": "stop"})).code == 409
+    assert not (runs / "inbox").exists() and not (layout.root / "fresh" / "runs" / "inbox").exists()
+    assert {k: v for k, v in tree(layout.proj).items() if k != "runs/live.json"} == {
+        k: v for k, v in before.items() if k != "runs/live.json"
+    }
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"",
+        b"not json",
+        b"[1, 2]",
+        b'"stop"',
+        b"{",
+        b"[" * 100_000,
+        {"op": "launch"},
+        {"op": None},
+        {"op": ["stop"]},
+        {"text": "no op"},
+        {"op": "answer"},
+        {"op": "remark", "text": "   "},
+        {"op": "remark", "text": 5},
+        {"op": "answer", "text": "x" * 64_001},
+        {"op": "answer", "text": "SVG", "id": 3},
+        {"op": "answer", "text": "SVG", "id": "i" * 101},
+        {"op": "stop", "path": "/etc"},
+    ],
+)
+async def test_a_bad_body_is_400_with_a_message_and_nothing_is_written(send, layout, live_run, body):
+    before = tree(layout.proj)
+    response = await send({"path": "proj"}, body)
+    assert response.code == 400, response.body
+    reply = json.loads(response.body)
+    assert reply["reason"] == "BadRequest" and reply["message"] and "Traceback" not in reply["message"]
+    assert tree(layout.proj) == before
+
+
+async def test_a_huge_body_is_413_before_it_is_parsed(send, layout, live_run):
+    before = tree(layout.proj)
+    huge = b'{"op": "remark", "text": "' + b"x" * (1024 * 1024) + b'"}'
+    response = await send({"path": "proj"}, huge)
+    assert (response.code, json.loads(response.body)["reason"]) == (413, "TooLarge")
+    assert tree(layout.proj) == before
+
+
+@pytest.mark.parametrize("verb", ["GET", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"])
+async def test_live_takes_only_post(send, layout, live_run, verb):
+    before = tree(layout.proj)
+    response = await send({"path": "proj"}, {"op": "stop"}, method=verb)
+    assert response.code == 405 and response.headers.get("Allow") == "POST"
+    assert tree(layout.proj) == before
+
+
+def _flower_routes(app: Any) -> dict[str, type]:
+    """Every route the server answers under ``flower/api/`` -> its handler, read from Tornado's routers."""
+    found: dict[str, type] = {}
+
+    def walk(router: Any) -> None:
+        for rule in getattr(router, "rules", []):
+            target = rule.target
+            if hasattr(target, "rules"):
+                walk(target)
+                continue
+            pattern = getattr(getattr(rule, "matcher", None), "regex", None)
+            if pattern is not None and "flower/api/" in pattern.pattern:
+                found[pattern.pattern.split("flower/api/")[1].rstrip("$")] = target
+
+    walk(app.wildcard_router)
+    walk(app.default_router)
+    return found
+
+
+async def test_no_route_but_live_accepts_a_write(jp_serverapp, send, layout, live_run):
+    """Lists the server's own routes (a route added later is covered too) and sends every writing
+    verb, with a body the live route would take, to each: only ``POST live`` is not 405."""
+    routes = _flower_routes(jp_serverapp.web_app)
+    assert set(routes) == set(ALL_ROUTES), routes
+    before = tree(layout.root)
+    taken = []
+    for route in routes:
+        for verb in WRITING_VERBS:
+            response = await send({"path": "proj", "session": SID}, {"op": "stop"}, method=verb, route=route)
+            if response.code != 405:
+                taken.append((route, verb, response.code))
+    assert taken == [("live", "POST", 202)]
+    assert [m["op"] for m in inbox(layout.proj / "runs")] == ["stop"]
+    changed = {k for k in set(tree(layout.root)) ^ set(before)}
+    assert len(changed) == 1 and changed.pop().startswith("proj/runs/inbox/")

@@ -10,6 +10,9 @@ Guarantees:
 - No absolute path is returned: paths are relative to the server root.
 - ``RunCache`` answers from memory while none of the files a summary reads has changed (same
   inode, size and mtime), so a panel polling every few seconds costs a few ``stat`` calls.
+- The run's live state (``live``, from ``core.live.live_state``: ``live.json`` and the run lock) is
+  read on every poll, not cached: a process killed with ``kill -9`` changes no file, yet the next poll
+  says it is not live. It is part of the fingerprint (``stamp``), so its change answers 200, not 304.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -24,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from flower_magic.core import live as live_files
 from flower_magic.core.brief import Brief
 from flower_magic.core.durable import read_capped
 from flower_magic.core.goal import Goal
@@ -275,6 +280,37 @@ def stamp(root: Path, workspace: Path, run_dir: Path | None) -> str:
     return hashlib.sha1("|".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:24]
 
 
+# What the panel's live strip is given of ``live.json`` (``LiveState``): not ``n`` or ``run``, which
+# only followers of the event log use.
+LIVE_FIELDS = ("state", "live", "step", "round", "asks", "pid", "front_end", "since", "updated")
+
+
+def live_now(run_dir: Path | None) -> dict[str, Any] | None:
+    """The run's live state as the panel shows it, or None when there is none (no run dir, no
+    ``live.json``, or one that cannot be read or is linked out of the root). ``live`` is True only
+    while the process that wrote it holds the run lock. Costs one small read and the lock's."""
+    if run_dir is None:
+        return None
+    try:
+        st = os.lstat(run_dir / live_files.LIVE_NAME)
+    except OSError:
+        return None
+    # ``run_dir`` is resolved under the root already: a regular file in it is under the root too. A
+    # link (even to a file under the root), a folder or a fifo is not this run's own state.
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    state = live_files.live_state(run_dir)
+    if state is None:
+        return None
+    return {name: getattr(state, name) for name in LIVE_FIELDS}
+
+
+def live_mark(live: dict[str, Any] | None) -> str:
+    """A short fingerprint of ``live_now``'s answer, for the poll's ``ETag``."""
+    text = json.dumps(live, sort_keys=True, default=str)
+    return hashlib.sha1(text.encode("utf-8", "surrogateescape")).hexdigest()[:8]
+
+
 # Run dirs whose encoded summaries are kept; a few open panels is the usual case.
 CACHE_ENTRIES = 8
 
@@ -297,12 +333,15 @@ class RunCache:
         self, root: Path, workspace: Path, run_dir: Path | None, *, known: str = "", have: str = ""
     ) -> tuple[str, bytes | None]:
         """(fingerprint, encoded summary); the summary is ``None`` when ``known`` is still current, and
-        holds only the rows after the first ``n`` when ``have`` is their current ``rows_mark``.
+        holds only the rows after the first ``n`` when ``have`` is their current ``rows_mark``. The
+        summary's ``live`` is read now (``live_now``); the fingerprint covers it.
 
         Raises:
             ManifestUnreadable: as ``summarize``; nothing is cached then.
         """
-        tag = stamp(root, workspace, run_dir)
+        files = stamp(root, workspace, run_dir)
+        live = live_now(run_dir)
+        tag = f"{files}-{live_mark(live)}"
         if tag == known:
             return tag, None
         key = (workspace, run_dir)
@@ -310,32 +349,32 @@ class RunCache:
             hit = self._entries.get(key)
             if hit is not None and hit.tag == tag:
                 self._entries.move_to_end(key)
-        if hit is None or hit.tag != tag:
+        if hit is None or hit.tag != files:
             body, pieces = _summarize(root, workspace, run_dir, self._lang)
-            body["stamp"] = tag
-            hit = _Entry(tag, self._encode(body), body, pieces)
+            hit = _Entry(files, self._encode(body), body, pieces)
             with self._lock:
                 self._entries[key] = hit
                 self._entries.move_to_end(key)
                 while len(self._entries) > CACHE_ENTRIES:
                     self._entries.popitem(last=False)
-        return tag, hit.tail(have, self._encode)
+        return tag, hit.tail(have, self._encode, {"live": live, "stamp": tag})
 
 
 @dataclass(frozen=True)
 class _Entry:
     tag: str
-    encoded: bytes
+    encoded: bytes  # the summary without ``live`` and ``stamp``, which change without its files
     body: dict[str, Any]
     pieces: list[bytes] | None
 
-    def tail(self, have: str, encode: Callable[[dict[str, Any]], bytes]) -> bytes:
+    def tail(self, have: str, encode: Callable[[dict[str, Any]], bytes], extra: dict[str, Any]) -> bytes:
         """The whole summary, or only the rows after the ``n`` that ``have`` (a ``rows_mark``) names
-        when those are unchanged."""
+        when those are unchanged; with ``extra``'s fields either way."""
         count_text, _, _ = have.partition(":")
-        if self.pieces is None or not count_text.isdigit() or len(count_text) > 9:
-            return self.encoded
-        count = int(count_text)
-        if not 0 < count <= len(self.pieces) or manifest_rows.prefix_mark(self.pieces, count) != have:
-            return self.encoded
-        return encode({**self.body, "rows": self.body["rows"][count:], "rows_from": count})
+        count = int(count_text) if count_text.isdigit() and len(count_text) <= 9 else 0
+        pieces = self.pieces
+        if pieces is not None and 0 < count <= len(pieces) and manifest_rows.prefix_mark(pieces, count) == have:
+            return encode({**self.body, **extra, "rows": self.body["rows"][count:], "rows_from": count})
+        # The cached encoding with the extra fields spliced in: a poll whose only news is the live
+        # state must not re-encode a 10,000-row table. Both are compact JSON objects (``{...}``).
+        return self.encoded[:-1] + b"," + encode(extra)[1:]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -48,9 +49,22 @@ class Lab:
             return json.load(response)
 
 
+def panel_build() -> Path | None:
+    """The panel build (``jlpm build``) beside the flower_magic being tested, when there is one."""
+    import flower_magic
+
+    build = Path(flower_magic.__file__).parent / "labextension"
+    return build if (build / "package.json").is_file() else None
+
+
 @contextlib.contextmanager
 def running_lab(tmp_path: Path, root: Path, env_extra: dict[str, str]) -> Iterator[Lab]:
-    """``jupyter lab`` serving ``root`` with auth on, its own settings, data and runtime dirs."""
+    """``jupyter lab`` serving ``root`` with auth on, its own settings, data and runtime dirs.
+
+    The panel it loads is the build beside the flower_magic under test (``panel_build``), put in the
+    lab's own data dir, which JupyterLab reads before the environment's: a checkout's or worktree's
+    fresh ``jlpm build`` is what the browser gets, whichever copy the environment has installed.
+    """
     port, token = free_port(), os.urandom(16).hex()
     env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER")}
     env.update(
@@ -61,6 +75,9 @@ def running_lab(tmp_path: Path, root: Path, env_extra: dict[str, str]) -> Iterat
     )
     env.update(env_extra)
     Path(env["HOME"]).mkdir(parents=True, exist_ok=True)
+    build = panel_build()
+    if build is not None:
+        shutil.copytree(build, Path(env["JUPYTER_DATA_DIR"]) / "labextensions" / "flower-magic")
     # No news or update toast over the page: it would intercept clicks (and it reaches out to the web).
     notification = tmp_path / "settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
     notification.parent.mkdir(parents=True, exist_ok=True)

@@ -212,10 +212,12 @@ def _widen_right_sidebar(page: Any, width: int) -> None:
 
 
 # What the panel itself says: every text and tooltip in it except the run's own data (table cells,
-# detail values, the folder name, transcript contents), which are the model's and the person's words.
+# detail values, the folder name, transcript contents, a live run's question and its options), which
+# are the model's and the person's words.
 _SAID = """(panel) => {
   const root = document.querySelector(panel);
-  const data = 'tbody td, dd, .jp-FlowerPanel-where, .jp-FlowerEntry-text, .jp-FlowerDetails-title';
+  const data = 'tbody td, dd, .jp-FlowerPanel-where, .jp-FlowerEntry-text, .jp-FlowerDetails-title, ' +
+    '.jp-FlowerLive-question, .jp-FlowerLive-option';
   const out = [];
   const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
   for (let n = walker.nextNode(); n; n = walker.nextNode()) {
