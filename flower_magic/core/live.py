@@ -234,6 +234,28 @@ def read_log(run_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
+def start_of(run_dir: Path) -> dict[str, Any] | None:
+    """The ``start`` record of the run dir's log (the run's settings), or None. Reads only the first
+    line of ``events.jsonl``: every part starts with it."""
+    try:
+        fd = os.open(run_dir / LOG_NAME, os.O_RDONLY | BINARY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, MAX_RECORD_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    first = data[: data.find(b"\n") + 1]
+    for record in _records(first):
+        if record["type"] == "start":
+            return record
+    return None
+
+
 class Follower:
     """Reads a log as it grows: ``poll()`` returns the records written since the last call.
 

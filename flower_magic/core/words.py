@@ -405,6 +405,11 @@ _TEXTS: dict[str, dict[str, str]] = {
         "live_busy_new": "{path} 里正有 flower 在运行;先停下它({stop}),再用 --new 重新开始",
         "live_no_run": "这里没有正在运行的 flower,没有可跟的",
         "live_status_story": "上一次运行的经过(events.jsonl,{n} 条)",
+        "live_stop_alone": "--stop 只让正在运行的 flower 停下,不带别的:去掉 {extra}",
+        "live_answer_elsewhere": "这里只能看:它问的问题在 Flower 面板里回答,或在终端里 flower --attach 后输入回答",
+        "live_status_cut": "…… 前面还有 {n} 行没有列出",
+        "live_status_now": "它现在正在运行(进程 {pid},{front})。{follow}",
+        "live_status_over": "它已经不在运行了",
     },
     "en": {
         "wake_head": "<- picking up in {where}",
@@ -799,6 +804,11 @@ _TEXTS: dict[str, dict[str, str]] = {
         "live_busy_new": "a flower is running in {path}; stop it first ({stop}), then start over with --new",
         "live_no_run": "no flower is running here; there is nothing to follow",
         "live_status_story": "the last run's story (events.jsonl, {n} records)",
+        "live_stop_alone": "--stop only stops the running flower and takes nothing else: leave out {extra}",
+        "live_answer_elsewhere": "this view only watches: answer its questions in the Flower panel, or type the answer after flower --attach in a terminal",
+        "live_status_cut": "… {n} earlier lines not shown",
+        "live_status_now": "it is running now (pid {pid}, {front}). {follow}",
+        "live_status_over": "it is not running now",
     },
 }
 
