@@ -235,3 +235,108 @@ def test_panel_outside_jupyterlab_says_where_the_run_can_be_seen(
     start = tmp_path / "started"
     assert say("panel_elsewhere", "zh", where=start) in out
     assert say("lab_command", "zh") not in out
+
+
+# -- a live run (issue 15): %flower follows it, talks to it, or refuses -------------------------------------
+
+
+def _live_json(run_dir: Path, pid: int) -> None:
+    """What a runner's ``core.live.LiveRun`` writes; live while ``pid`` holds the run lock."""
+    state = {"pid": pid, "front_end": "background", "state": "running", "step": "干活"}
+    (run_dir / "live.json").write_text(json.dumps(state), encoding="utf-8")
+
+
+def _one_usage_error(result: Any, capsys: pytest.CaptureFixture[str]) -> str:
+    assert type(result.error_in_exec) is UsageError
+    message = str(result.error_in_exec)
+    shown = capsys.readouterr()
+    assert "\n" not in message and "Traceback" not in shown.out + shown.err
+    return message
+
+
+@pytest.mark.parametrize(
+    ("line", "key"),
+    [
+        ('--new "另一件事"', "live_busy_new"),
+        ('--stop "停"', "live_stop_alone"),
+        ("--stop --bg", "live_stop_alone"),
+    ],
+)
+def test_a_mistake_on_a_live_run_is_one_usage_error_and_writes_nothing(
+    shell: InteractiveShell, workspace: Path, capsys: pytest.CaptureFixture[str], line: str, key: str
+) -> None:
+    _waking(workspace)
+    runs = workspace / "runs"
+    runs.mkdir()
+    with LockHolder(runs, "background", "干活") as held:
+        _live_json(runs, held.pid)
+        before = snapshot(workspace)
+        capsys.readouterr()
+        result = shell.run_cell(f"%flower {line}")
+        assert snapshot(workspace) == before
+    message = _one_usage_error(result, capsys)
+    if key == "live_busy_new":
+        assert message == say("live_busy_new", "zh", path=runs, stop="%flower --stop")
+    else:
+        assert message.startswith(say("live_stop_alone", "zh", extra="")[:10])
+
+
+@pytest.mark.parametrize("dead", [False, True])
+def test_stop_with_no_live_run_is_one_usage_error_and_writes_nothing(
+    shell: InteractiveShell, workspace: Path, capsys: pytest.CaptureFixture[str], dead: bool
+) -> None:
+    """``dead``: live.json names a process that holds nothing (a runner killed with -9)."""
+    if dead:
+        (workspace / "runs").mkdir()
+        _live_json(workspace / "runs", 1)
+    before = snapshot(workspace)
+    capsys.readouterr()
+    result = shell.run_cell("%flower --stop")
+    assert snapshot(workspace) == before
+    assert _one_usage_error(result, capsys) == say("live_no_run", "zh")
+
+
+def test_bg_is_checked_as_a_foreground_run_is_and_writes_nothing(
+    shell: InteractiveShell, workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = snapshot(workspace)
+    capsys.readouterr()
+    result = shell.run_cell("%flower --bg")  # nothing to do in a fresh folder
+    assert snapshot(workspace) == before
+    assert _one_usage_error(result, capsys) == say("need_ask", "zh")
+    # A directory held by a process that is not a live run (no live.json): the runner refuses, as a
+    # foreground run would, and the cell says who holds it.
+    _waking(workspace)
+    with LockHolder(workspace / "runs", "terminal", "干活") as held:
+        before = snapshot(workspace)
+        capsys.readouterr()
+        result = shell.run_cell('%flower --bg "顺便支持 Y"')
+        assert snapshot(workspace) == before
+    assert f"kill {held.pid}" in _one_usage_error(result, capsys)
+
+
+def test_stop_and_words_on_a_live_run_go_to_its_inbox(
+    shell: InteractiveShell, workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import threading
+
+    from flower_magic.core.live import take_inbox
+
+    _waking(workspace)
+    runs = workspace / "runs"
+    runs.mkdir()
+    with LockHolder(runs, "background", "干活") as held:
+        _live_json(runs, held.pid)
+        capsys.readouterr()
+        assert shell.run_cell("%flower --stop").error_in_exec is None
+        assert say("live_stop_sent", "zh") in capsys.readouterr().out
+        assert [(m["op"], m["from"]) for m in take_inbox(runs)] == [("stop", "notebook")]
+        assert shell.run_cell('%flower "顺便支持 Y"').error_in_exec is None
+        out = capsys.readouterr().out
+        assert say("live_remark_sent", "zh") in out and f"{held.pid}" in out  # then it follows the run
+        assert [(m["op"], m["text"]) for m in take_inbox(runs)] == [("remark", "顺便支持 Y")]
+        held.release()
+    for thread in threading.enumerate():  # the following thread sees the runner gone and ends
+        if thread.name == "flower-watch":
+            thread.join(10)
+    assert say("live_gone", "zh") in capsys.readouterr().out

@@ -119,7 +119,8 @@ def follow(
     view.attach(_answer_to(run_dir, lang), in_place=True)  # the cell is over: clicks arrive as usual
     if view.mode != "widget":
         view.say("dim", say("live_answer_elsewhere", lang))
-    view.show()
     watch = Watch(run_dir, view, lang, on_end=lambda end: _close(view, end, lang), poll_s=poll_s or POLL_S)
+    watch.step()  # what it said so far is in the cell's first display, not only in later updates
+    view.show()
     watch.follow()
     return Attached(view, watch)
