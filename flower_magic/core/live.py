@@ -680,7 +680,8 @@ def show(view: Any, record: dict[str, Any], lang: str) -> None:
     with logged(log, f"showing a {kind} record"):
         if kind == "event":
             data = record.get("event") or {}
-            payload = data.get("payload") if isinstance(data.get("payload"), dict) else {}
+            raw = data.get("payload")
+            payload: dict[str, Any] = raw if isinstance(raw, dict) else {}
             view(
                 Event(
                     str(data.get("kind") or "unknown"),
