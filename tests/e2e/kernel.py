@@ -104,7 +104,7 @@ class Kernel:
                 on_output(res)
         raise TimeoutError(f"cell did not finish in {timeout}s:\n{code}\n--- so far:\n{res.text[-2000:]}")
 
-    def pump(self, until: Callable[[], object], what: str, *, give_up_s: float = 120) -> None:
+    def pump(self, until: Callable[[], object], what: str, *, give_up_s: float = 60) -> None:
         """Read iopub (into ``seen``) while no cell runs, until ``until()`` holds."""
         deadline = time.monotonic() + give_up_s
         while not until():

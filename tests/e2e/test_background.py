@@ -238,3 +238,7 @@ def test_a_background_run_outlives_the_kernel_and_takes_answers_words_and_a_stop
     resumed = _by(fake_api, "worker")[n]
     assert WORDS in resumed.all_text and _session_of(resumed) in ("", sid)  # the same conversation
     assert _work_session(workspace) == sid
+    # That last run was the cell's own (foreground): it kept the event log too, for others to follow.
+    told = read_log(runs)
+    assert (told[0]["type"], told[0]["front_end"], told[-1]["type"]) == ("start", "notebook", "end")
+    assert any("被杀之后接着做完了" in json.dumps(r, ensure_ascii=False) for r in told)
