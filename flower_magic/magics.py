@@ -375,12 +375,14 @@ class FlowerMagics(Magics):
     def _to_live(self, opts: GoOptions, state: Any) -> None:
         """A directory whose run is live (``core.live``): words are a remark to it; then follow it.
         ``--new`` is refused: the live run must stop first."""
-        from flower_magic.core.live import NotLive, post
+        from flower_magic.core.live import NotLive, post, start_of
 
         if opts.new:
             raise UsageError(say("live_busy_new", opts.lang, path=opts.rundir.path, stop="%flower --stop"))
-        front = say(f"front_{state.front_end}", opts.lang) if state.front_end else "?"
-        lead = [[("dim", say("live_attached", opts.lang, pid=state.pid, front=front))]]
+        # The view speaks the run's language (its start record); these lines are in it too.
+        lang = str((start_of(opts.rundir.path) or {}).get("lang") or opts.lang)
+        front = say(f"front_{state.front_end}", lang) if state.front_end else "?"
+        lead = [[("dim", say("live_attached", lang, pid=state.pid, front=front))]]
         if opts.task:
             try:
                 post(opts.rundir.path, "remark", text=opts.task, source="notebook", lang=opts.lang)
@@ -388,7 +390,7 @@ class FlowerMagics(Magics):
                 raise UsageError(say("live_no_run", opts.lang)) from None
             except FlowerError as exc:
                 raise UsageError(str(exc)) from None
-            lead.append([("note", say("live_remark_sent", opts.lang))])
+            lead.append([("note", say("live_remark_sent", lang))])
         self._follow(opts, lead)
 
     def _follow(self, opts: GoOptions, lead: list[Any]) -> Any:
