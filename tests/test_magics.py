@@ -6,6 +6,8 @@ tests/e2e.)"""
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,7 +22,7 @@ from flower_magic.core.words import say, short_path
 from flower_magic.magics import Binding, binding
 from flower_magic.testing import FakeAnthropic, Request, text
 from flower_magic.testing.roles import role_of
-from tests.helpers import LockHolder, other_process_tries, snapshot
+from tests.helpers import LockHolder, other_process_tries, snapshot, wait_until
 
 BRIEF = "## 目标\n写个脚本\n\n## 验收标准\n- 能跑\n\n## 边界\n不做 GUI\n\n## 未知与假设\n- 无"
 
@@ -281,14 +283,30 @@ def test_a_mistake_on_a_live_run_is_one_usage_error_and_writes_nothing(
         assert message.startswith(say("live_stop_alone", "zh", extra="")[:10])
 
 
-@pytest.mark.parametrize("dead", [False, True])
+@pytest.mark.parametrize("left", ["nothing", "dead", "zombie"])
 def test_stop_with_no_live_run_is_one_usage_error_and_writes_nothing(
-    shell: InteractiveShell, workspace: Path, capsys: pytest.CaptureFixture[str], dead: bool
+    shell: InteractiveShell, workspace: Path, capsys: pytest.CaptureFixture[str], left: str
 ) -> None:
-    """``dead``: live.json names a process that holds nothing (a runner killed with -9)."""
-    if dead:
-        (workspace / "runs").mkdir()
-        _live_json(workspace / "runs", 1)
+    """``dead``: live.json names a process that holds nothing. ``zombie``: the run's process was
+    killed with -9 and its parent has not reaped it yet (a kernel under its manager): its pid still
+    exists, but it holds no lock, so the run is not live."""
+    runs = workspace / "runs"
+    if left == "dead":
+        runs.mkdir()
+        _live_json(runs, 1)
+    if left == "zombie":
+        with LockHolder(runs, "notebook", "干活") as held:
+            _live_json(runs, held.pid)
+            os.kill(held.pid, signal.SIGKILL)
+            wait_until(
+                lambda: Path(f"/proc/{held.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z", "a zombie"
+            )
+            before = snapshot(workspace)
+            capsys.readouterr()
+            result = shell.run_cell("%flower --stop")
+            assert snapshot(workspace) == before
+        assert _one_usage_error(result, capsys) == say("live_no_run", "zh")
+        return
     before = snapshot(workspace)
     capsys.readouterr()
     result = shell.run_cell("%flower --stop")
