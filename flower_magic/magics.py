@@ -22,6 +22,14 @@ Guarantees:
       thread ends; a ``%flower`` on a directory another run holds (another notebook, a terminal, or
       this kernel's previous run still winding down) fails with one ``UsageError`` line saying who
       holds it, and writes nothing. ``--status`` and ``--panel`` only read and never wait for it.
+    - A run in a cell keeps its event log, live state and inbox (``core.live.LiveRun``) from the moment
+      it holds the lock; its end record is written before the lock is released, so a follower sees
+      the end, not a vanished process.
+    - ``--bg`` is checked as a cell run is (a mistake writes nothing), then runs in a runner process
+      (``flower_magic.runner``) that no kernel restart stops; the cell follows it and returns at once.
+    - A directory whose run is live (its process holds the lock) is never run twice: ``%flower``
+      follows it (``display.attach``), words are a remark to it, ``--stop`` stops it, ``--new`` is
+      refused; talking to it only writes a message into its inbox.
 """
 
 from __future__ import annotations
