@@ -22,6 +22,14 @@ Guarantees:
       thread ends; a ``%flower`` on a directory another run holds (another notebook, a terminal, or
       this kernel's previous run still winding down) fails with one ``UsageError`` line saying who
       holds it, and writes nothing. ``--status`` and ``--panel`` only read and never wait for it.
+    - A run in a cell keeps its event log, live state and inbox (``core.live.LiveRun``) from the moment
+      it holds the lock; its end record is written before the lock is released, so a follower sees
+      the end, not a vanished process.
+    - ``--bg`` is checked as a cell run is (a mistake writes nothing), then runs in a runner process
+      (``flower_magic.runner``) that no kernel restart stops; the cell follows it and returns at once.
+    - A directory whose run is live (its process holds the lock) is never run twice: ``%flower``
+      follows it (``display.attach``), words are a remark to it, ``--stop`` stops it, ``--new`` is
+      refused; talking to it only writes a message into its inbox.
 """
 
 from __future__ import annotations
@@ -213,14 +221,31 @@ class FlowerMagics(Magics):
         does the same); ``%%flower [flags]`` takes the cell body as the task, multi-line.
         ``%flower --status`` shows the wake banner, the goal list and the latest manifest rows.
         ``%flower --panel`` opens the Flower panel in JupyterLab on this notebook's run (alone, no task).
+        ``%flower --bg "task"`` runs in a process of its own: the cell shows the run and returns at
+        once; the run goes on through kernel restarts (no notebook context: it has no kernel to see).
+        On a directory whose run is live, ``%flower`` follows it in the cell (its story so far, then
+        live), ``%flower "words"`` gives it the words (it resumes the same session with them) and
+        follows, and ``%flower --stop`` stops it (the step recorded as interrupted, the session kept).
         """
         panel = self._panel_args(line)
         if panel is not None:
             self._panel(panel, cell)
             return
-        opts, status = self._options(line, cell)
-        if status:
+        opts, args = self._options(line, cell)
+        if args.status:
             self._status(opts)
+            return
+        if args.stop:
+            self._stop(opts, args)
+            return
+        from flower_magic.core.live import live_state
+
+        state = live_state(opts.rundir.path)
+        if state is not None and state.live:
+            self._to_live(opts, state)
+            return
+        if args.bg:
+            self._bg(opts)
             return
         self._run(opts)
 
@@ -230,7 +255,7 @@ class FlowerMagics(Magics):
         """The language for a line said before the options are checked."""
         return pick_lang_or_default(asked or self.lang)
 
-    def _options(self, line: str, cell: str | None) -> tuple[GoOptions, bool]:
+    def _options(self, line: str, cell: str | None) -> tuple[GoOptions, argparse.Namespace]:
         try:
             # Shell-like words, quotes removed: %flower "a task" gives the task a task, not '"a task"'.
             argv = arg_split(line, posix=True, strict=True)
@@ -256,7 +281,7 @@ class FlowerMagics(Magics):
             opts.check()
         except GoError as exc:
             raise UsageError(f"%flower: {exc}") from None
-        return opts, bool(args.status)
+        return opts, args
 
     # -- --panel ------------------------------------------------------------------------------------
 
@@ -334,9 +359,80 @@ class FlowerMagics(Magics):
             raise UsageError(str(exc)) from None
         display(status_of(opts), raw=True)
 
+    # -- a live run: follow it, talk to it ---------------------------------------------------------------
+
+    def _stop(self, opts: GoOptions, args: argparse.Namespace) -> None:
+        """``%flower --stop``: ask the live run to stop (alone: no task, no --new, no --bg)."""
+        from IPython.display import display
+
+        from flower_magic.core.live import NotLive, post
+
+        extra = [f for f in ("--new", "--bg") if getattr(args, f.lstrip("-"), False)]
+        if opts.task:
+            extra.insert(0, opts.task[:80])
+        if extra:
+            raise UsageError(say("live_stop_alone", opts.lang, extra=", ".join(extra)))
+        try:
+            post(opts.rundir.path, "stop", source="notebook", lang=opts.lang)
+        except NotLive:
+            raise UsageError(say("live_no_run", opts.lang)) from None
+        except FlowerError as exc:
+            raise UsageError(str(exc)) from None
+        display({"text/plain": say("live_stop_sent", opts.lang)}, raw=True)
+
+    def _to_live(self, opts: GoOptions, state: Any) -> None:
+        """A directory whose run is live (``core.live``): words are a remark to it; then follow it.
+        ``--new`` is refused: the live run must stop first."""
+        from flower_magic.core.live import NotLive, post, start_of
+
+        if opts.new:
+            raise UsageError(say("live_busy_new", opts.lang, path=opts.rundir.path, stop="%flower --stop"))
+        # The view speaks the run's language (its start record); these lines are in it too.
+        lang = str((start_of(opts.rundir.path) or {}).get("lang") or opts.lang)
+        front = say(f"front_{state.front_end}", lang) if state.front_end else "?"
+        lead = [[("dim", say("live_attached", lang, pid=state.pid, front=front))]]
+        if opts.task:
+            try:
+                post(opts.rundir.path, "remark", text=opts.task, source="notebook", lang=opts.lang)
+            except NotLive:  # it ended since we looked: the words would be a new run's task
+                raise UsageError(say("live_no_run", opts.lang)) from None
+            except FlowerError as exc:
+                raise UsageError(str(exc)) from None
+            lead.append([("note", say("live_remark_sent", lang))])
+        self._follow(opts, lead)
+
+    def _follow(self, opts: GoOptions, lead: list[Any]) -> Any:
+        """Show the run of this directory in the cell and follow it from a daemon thread; returns at once."""
+        from flower_magic.core.goal import Goal
+        from flower_magic.display.attach import follow
+
+        goal = Goal.load(opts.rundir.snapshot().goal)
+        kernel = getattr(self.shell, "kernel", None)
+        return follow(
+            opts.rundir.path,
+            lang=opts.lang,
+            interactive=bool(getattr(kernel, "_allow_stdin", True)),
+            lead=lead,
+            goal_checks=list(goal.checks) if goal else (),
+        )
+
+    def _bg(self, opts: GoOptions) -> None:
+        """``%flower --bg``: checked as a foreground run is, then started in a runner process
+        (``flower_magic.runner``) and followed here; the cell returns at once."""
+        from flower_magic.runner import start
+
+        self._can_run(opts)
+        try:
+            pid = start(opts, front_end="notebook")
+        except FlowerError as exc:
+            raise UsageError(str(exc)) from None
+        follow = say("runner_follow_magic", opts.lang)
+        self._follow(opts, [[("dim", say("runner_started", opts.lang, pid=pid, follow=follow))]])
+
     # -- a run ----------------------------------------------------------------------------------------
 
-    def _run(self, opts: GoOptions) -> None:
+    def _can_run(self, opts: GoOptions) -> Any:
+        """The checks before a run (the machine, something to do); returns what the directory holds."""
         from flower_magic.workflow.go import snapshot
         from flower_magic.workflow.starter import unfinished_clarification
 
@@ -349,6 +445,11 @@ class FlowerMagics(Magics):
         resumable = waking or (not opts.new and unfinished_clarification(opts.workspace, opts.run_dir))
         if not opts.task and not resumable:
             raise UsageError(say("need_ask", opts.lang))
+        return facts
+
+    def _run(self, opts: GoOptions) -> None:
+        facts = self._can_run(opts)
+        waking = facts.waking and not opts.new
         _warmed()  # mistakes are told at once; the run itself needs the SDK
         from flower_magic.core.goal import Goal
         from flower_magic.core.handoff import default_window
@@ -390,16 +491,28 @@ class FlowerMagics(Magics):
 
     def _go(self, opts: GoOptions, view: Any, notebook: Any, proposals: Any) -> None:
         """The run itself, in the cell, with this run's model in place (``model_session``)."""
-        from flower_magic.workflow.go import build, hold_run_dir, make_runtime
+        from flower_magic.core.live import LiveRun, heard_line
+        from flower_magic.workflow.go import build, hold_run_dir, make_runtime, start_record
 
-        lock = None
+        lock = live = None
         try:
             # Before build: it archives on --new and appends a phrase said at wake to 需求.md.
             lock = hold_run_dir(opts, front_end="notebook")
-            starter = build(opts, on_event=view.sink, notebook=notebook)
+            # The event log, live state and inbox (core.live): a terminal's flower --attach or the
+            # panel follows this run and answers it as it would a background one.
+            live = LiveRun(
+                opts.rundir.path,
+                front_end="notebook",
+                start=start_record(opts, "notebook"),
+                view_sink=view.sink,
+                heard=lambda record: view.line(heard_line(record, opts.lang)),
+            )
+            starter = build(opts, on_event=live.sink, notebook=notebook)
             rt = make_runtime(opts)
         except BaseException as exc:
             view.close()
+            if live is not None:
+                live.end({"_failed_at": "-", "_aborted": str(exc)}, 0.0, "")
             if lock is not None:
                 lock.release()
             told = exc if isinstance(exc, FlowerError) else disk_error(exc, opts.lang)
@@ -408,16 +521,19 @@ class FlowerMagics(Magics):
             raise
         if opts.demo:
             view.say("dim", say("demo_on", opts.lang))
+            live.line([("dim", say("demo_on", opts.lang))])
         view.attach(starter.channel.answer)
         view.show()
         _LIVE_RUNTIMES.add(rt)
-        runner = _Runner(starter, rt, view, lock)
+        live.serve(starter.channel, rt)
+        runner = _Runner(starter, rt, view, lock, live)
         try:
             runner.start()
             self._wait(runner, starter.channel, rt, proposals, ask=not view.answers_in_place, lang=opts.lang)
         finally:
             proposals.finish()  # cells the agent proposed, shown (or the next input pre-filled)
             if runner.ident is None:  # the thread never started, so it will not release the lock
+                live.end(None, 0.0, "")
                 lock.release()
             # The runtime stays registered until its thread ends (see _Runner.run): a shutdown that
             # cuts the cell short must still find the step in flight and record it.
@@ -471,26 +587,30 @@ class _Runner(threading.Thread):
     """The workflow in its own thread and event loop, so the cell's thread stays free for input()
     and for the kernel's KeyboardInterrupt."""
 
-    def __init__(self, starter: Any, rt: Any, view: Any, lock: Any) -> None:
+    def __init__(self, starter: Any, rt: Any, view: Any, lock: Any, live: Any) -> None:
         super().__init__(name="flower-run", daemon=True)
-        self.starter, self.rt, self.view, self.lock = starter, rt, view, lock
+        self.starter, self.rt, self.view, self.lock, self.live = starter, rt, view, lock, live
         self.ctx: dict[str, Any] | None = None
         self.error: BaseException | None = None
 
     def run(self) -> None:
         try:
-            self.ctx = asyncio.run(
-                self.starter.workflow.run(self.rt, on_event=self.view.sink, on_step=self.view.on_step)
-            )
+            self.ctx = asyncio.run(self.starter.workflow.run(self.rt, on_event=self.live.sink, on_step=self._on_step))
         except BaseException as exc:  # surfaced in the cell by _wait
             self.error = exc
         finally:
             self.starter.channel.cancel_all()
             self.rt.close()
             _LIVE_RUNTIMES.discard(self.rt)
+            # The end record before the lock goes: a follower sees the end, not a vanished process.
+            self.live.end(self.ctx, self.rt.total_cost(), str(self.rt.manifest_path))
             # Held until the workflow ends, not until the cell returns: after a second Interrupt the
             # cell is free while this thread still winds the step down.
             self.lock.release()
+
+    def _on_step(self, step: Any, result: Any) -> None:
+        self.live.on_step(step, result)
+        self.view.on_step(step, result)
 
 
 # ``%flower?`` shows the flags after the docstring, as magic_arguments would.

@@ -112,6 +112,8 @@ def start(opts: GoOptions, *, front_end: str) -> int:
     if child.poll() is None:
         child.kill()
     child.wait()
+    with contextlib.suppress(OSError):
+        child.stdout.close()  # else a ResourceWarning when the pipe is collected
     why = last[len("error ") :] if last.startswith("error ") else (last or say("runner_silent", opts.lang))
     raise UserError(why)
 

@@ -30,8 +30,9 @@ def test_every_cli_flag_is_in_the_readme() -> None:
 
 def test_the_two_front_ends_take_the_same_flags_from_one_table() -> None:
     """The command and the magic differ only where a front end has no use for a flag (the command has
-    no kernel: no panel to open, no notebook context to leave out; a cell attaches to a live run by
-    itself and runs in the background with ``--bg``, a terminal says ``--attach`` and ``--detach``)."""
+    no kernel: no panel to open, no notebook context to leave out) or spells it its own way (a
+    background run: ``--bg`` in a cell, ``--detach`` in a terminal; a cell on a live run follows it
+    without ``--attach``)."""
     from flower_magic.cli import build_parser
     from flower_magic.magics import PARSER
     from flower_magic.workflow.flags import FLAGS

@@ -6,6 +6,8 @@ tests/e2e.)"""
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,7 +22,7 @@ from flower_magic.core.words import say, short_path
 from flower_magic.magics import Binding, binding
 from flower_magic.testing import FakeAnthropic, Request, text
 from flower_magic.testing.roles import role_of
-from tests.helpers import LockHolder, other_process_tries, snapshot
+from tests.helpers import LockHolder, other_process_tries, snapshot, wait_until
 
 BRIEF = "## 目标\n写个脚本\n\n## 验收标准\n- 能跑\n\n## 边界\n不做 GUI\n\n## 未知与假设\n- 无"
 
@@ -235,3 +237,124 @@ def test_panel_outside_jupyterlab_says_where_the_run_can_be_seen(
     start = tmp_path / "started"
     assert say("panel_elsewhere", "zh", where=start) in out
     assert say("lab_command", "zh") not in out
+
+
+# -- a live run (issue 15): %flower follows it, talks to it, or refuses -------------------------------------
+
+
+def _live_json(run_dir: Path, pid: int) -> None:
+    """What a runner's ``core.live.LiveRun`` writes; live while ``pid`` holds the run lock."""
+    state = {"pid": pid, "front_end": "background", "state": "running", "step": "干活"}
+    (run_dir / "live.json").write_text(json.dumps(state), encoding="utf-8")
+
+
+def _one_usage_error(result: Any, capsys: pytest.CaptureFixture[str]) -> str:
+    assert type(result.error_in_exec) is UsageError
+    message = str(result.error_in_exec)
+    shown = capsys.readouterr()
+    assert "\n" not in message and "Traceback" not in shown.out + shown.err
+    return message
+
+
+@pytest.mark.parametrize(
+    ("line", "key"),
+    [
+        ('--new "另一件事"', "live_busy_new"),
+        ('--stop "停"', "live_stop_alone"),
+        ("--stop --bg", "live_stop_alone"),
+    ],
+)
+def test_a_mistake_on_a_live_run_is_one_usage_error_and_writes_nothing(
+    shell: InteractiveShell, workspace: Path, capsys: pytest.CaptureFixture[str], line: str, key: str
+) -> None:
+    _waking(workspace)
+    runs = workspace / "runs"
+    runs.mkdir()
+    with LockHolder(runs, "background", "干活") as held:
+        _live_json(runs, held.pid)
+        before = snapshot(workspace)
+        capsys.readouterr()
+        result = shell.run_cell(f"%flower {line}")
+        assert snapshot(workspace) == before
+    message = _one_usage_error(result, capsys)
+    if key == "live_busy_new":
+        assert message == say("live_busy_new", "zh", path=runs, stop="%flower --stop")
+    else:
+        assert message.startswith(say("live_stop_alone", "zh", extra="")[:10])
+
+
+@pytest.mark.parametrize("left", ["nothing", "dead", "zombie"])
+def test_stop_with_no_live_run_is_one_usage_error_and_writes_nothing(
+    shell: InteractiveShell, workspace: Path, capsys: pytest.CaptureFixture[str], left: str
+) -> None:
+    """``dead``: live.json names a process that holds nothing. ``zombie``: the run's process was
+    killed with -9 and its parent has not reaped it yet (a kernel under its manager): its pid still
+    exists, but it holds no lock, so the run is not live."""
+    runs = workspace / "runs"
+    if left == "dead":
+        runs.mkdir()
+        _live_json(runs, 1)
+    if left == "zombie":
+        with LockHolder(runs, "notebook", "干活") as held:
+            _live_json(runs, held.pid)
+            os.kill(held.pid, signal.SIGKILL)
+            wait_until(
+                lambda: Path(f"/proc/{held.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z", "a zombie"
+            )
+            before = snapshot(workspace)
+            capsys.readouterr()
+            result = shell.run_cell("%flower --stop")
+            assert snapshot(workspace) == before
+        assert _one_usage_error(result, capsys) == say("live_no_run", "zh")
+        return
+    before = snapshot(workspace)
+    capsys.readouterr()
+    result = shell.run_cell("%flower --stop")
+    assert snapshot(workspace) == before
+    assert _one_usage_error(result, capsys) == say("live_no_run", "zh")
+
+
+def test_bg_is_checked_as_a_foreground_run_is_and_writes_nothing(
+    shell: InteractiveShell, workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = snapshot(workspace)
+    capsys.readouterr()
+    result = shell.run_cell("%flower --bg")  # nothing to do in a fresh folder
+    assert snapshot(workspace) == before
+    assert _one_usage_error(result, capsys) == say("need_ask", "zh")
+    # A directory held by a process that is not a live run (no live.json): the runner refuses, as a
+    # foreground run would, and the cell says who holds it.
+    _waking(workspace)
+    with LockHolder(workspace / "runs", "terminal", "干活") as held:
+        before = snapshot(workspace)
+        capsys.readouterr()
+        result = shell.run_cell('%flower --bg "顺便支持 Y"')
+        assert snapshot(workspace) == before
+    assert f"kill {held.pid}" in _one_usage_error(result, capsys)
+
+
+def test_stop_and_words_on_a_live_run_go_to_its_inbox(
+    shell: InteractiveShell, workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import threading
+
+    from flower_magic.core.live import take_inbox
+
+    _waking(workspace)
+    runs = workspace / "runs"
+    runs.mkdir()
+    with LockHolder(runs, "background", "干活") as held:
+        _live_json(runs, held.pid)
+        capsys.readouterr()
+        assert shell.run_cell("%flower --stop").error_in_exec is None
+        assert say("live_stop_sent", "zh") in capsys.readouterr().out
+        assert [(m["op"], m["from"]) for m in take_inbox(runs)] == [("stop", "notebook")]
+        assert shell.run_cell('%flower "顺便支持 Y"').error_in_exec is None
+        out = capsys.readouterr().out
+        assert say("live_remark_sent", "zh") in out and f"{held.pid}" in out  # then it follows the run
+        assert [(m["op"], m["text"]) for m in take_inbox(runs)] == [("remark", "顺便支持 Y")]
+        held.release()
+    for thread in threading.enumerate():  # the following thread sees the runner gone and ends
+        if thread.name == "flower-watch":
+            thread.join(10)
+    assert say("live_gone", "zh") in capsys.readouterr().out

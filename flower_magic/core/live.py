@@ -235,6 +235,28 @@ def read_log(run_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
+def start_of(run_dir: Path) -> dict[str, Any] | None:
+    """The ``start`` record of the run dir's log (the run's settings), or None. Reads only the first
+    line of ``events.jsonl``: every part starts with it."""
+    try:
+        fd = os.open(run_dir / LOG_NAME, os.O_RDONLY | BINARY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, MAX_RECORD_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    first = data[: data.find(b"\n") + 1]
+    for record in _records(first):
+        if record["type"] == "start":
+            return record
+    return None
+
+
 class Follower:
     """Reads a log as it grows: ``poll()`` returns the records written since the last call.
 
@@ -372,8 +394,19 @@ def live_state(run_dir: Path) -> LiveState | None:
     if not isinstance(state.pid, int) or not isinstance(state.asks, list):
         return None
     holder = runlock.holder(run_dir)
-    state.live = holder is not None and holder.pid == state.pid and state.state != ENDED
+    state.live = holder is not None and holder.pid == state.pid and state.state != ENDED and not _zombie(state.pid)
     return state
+
+
+def _zombie(pid: int) -> bool:
+    """A process killed and not yet reaped by its parent (Linux): ``runlock.holder`` counts it alive
+    (``core.pid``), but its files are closed, so it holds no lock; a run whose process is a zombie is
+    not live (a kernel killed with -9 stays one until its manager reaps it)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return False
 
 
 def live_pid(run_dir: Path) -> int | None:

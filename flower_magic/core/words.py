@@ -435,6 +435,11 @@ _TEXTS: dict[str, dict[str, str]] = {
         "lab_live_sent_remark": "话已送出:{text}",
         "lab_live_sent_stop": "已请它停下",
         "lab_live_failed": "没有送出:{why}",
+        "live_stop_alone": "--stop 只让正在运行的 flower 停下,不带别的:去掉 {extra}",
+        "live_answer_elsewhere": "这里只能看:它问的问题在 Flower 面板里回答,或在终端里 flower --attach 后输入回答",
+        "live_status_cut": "…… 前面还有 {n} 行没有列出",
+        "live_status_now": "它现在正在运行(进程 {pid},{front})。{follow}",
+        "live_status_over": "它已经不在运行了",
     },
     "en": {
         "wake_head": "<- picking up in {where}",
@@ -859,6 +864,11 @@ _TEXTS: dict[str, dict[str, str]] = {
         "lab_live_sent_remark": "Sent: {text}",
         "lab_live_sent_stop": "Asked it to stop",
         "lab_live_failed": "Not sent: {why}",
+        "live_stop_alone": "--stop only stops the running flower and takes nothing else: leave out {extra}",
+        "live_answer_elsewhere": "this view only watches: answer its questions in the Flower panel, or type the answer after flower --attach in a terminal",
+        "live_status_cut": "… {n} earlier lines not shown",
+        "live_status_now": "it is running now (pid {pid}, {front}). {follow}",
+        "live_status_over": "it is not running now",
     },
 }
 

@@ -93,6 +93,7 @@ def status_bundle(
     *,
     max_rows: int = 20,
     cmd: str = "%flower",
+    story: Sequence[Line] = (),
 ) -> dict[str, str]:
     """``%flower --status``: banner, goal list with the latest verdict marks, latest manifest rows.
 
@@ -105,6 +106,7 @@ def status_bundle(
         lang: ``zh`` or ``en``.
         max_rows: how many of the newest rows the table shows.
         cmd: how the person runs flower here (``%flower``, ``flower``).
+        story: the last run's story (``display.story.story``), shown last; empty = none.
 
     Returns:
         ``{"text/plain": ..., "text/html": ...}``.
@@ -133,11 +135,13 @@ def status_bundle(
     if goal:
         head_html += f'<div class="fm-box">{html.lines_html(goal)}</div>'
         head_text += "\n\n" + html.lines_text(goal)
+    story_text = "\n\n" + html.lines_text(story) if story else ""
+    story_html = f'<div class="fm-box">{html.lines_html(story)}</div>' if story else ""
     if not rows:
         empty = [[("dim", say("no_rows", lang))]]
         return {
-            "text/plain": sanitize(head_text + "\n\n" + html.lines_text(empty)),
-            "text/html": html.wrap(head_html + f'<div class="fm-box">{html.lines_html(empty)}</div>'),
+            "text/plain": sanitize(head_text + "\n\n" + html.lines_text(empty) + story_text),
+            "text/html": html.wrap(head_html + f'<div class="fm-box">{html.lines_html(empty)}</div>' + story_html),
         }
     shown = list(rows)[-max(1, max_rows) :]
     headers = [say(f"col_{c}", lang) for c in _COLUMNS]
@@ -164,17 +168,19 @@ def status_bundle(
         [html.line_text(caption), html.table_text(headers, table, numeric=NUMERIC), html.line_text(summary)]
     )
     return {
-        "text/plain": sanitize(head_text + "\n\n" + rows_text),
-        "text/html": html.wrap(head_html + f'<div class="fm-box">{rows_html}</div>'),
+        "text/plain": sanitize(head_text + "\n\n" + rows_text + story_text),
+        "text/html": html.wrap(head_html + f'<div class="fm-box">{rows_html}</div>' + story_html),
     }
 
 
 def status_of(opts: Any, *, cmd: str = "%flower") -> dict[str, str]:
     """``--status`` for checked ``GoOptions`` (``preflight(run=False)`` already passed): what the run
-    dir remembers, read once, as ``status_bundle`` renders it. The one path behind ``%flower --status``
+    dir remembers, read once, as ``status_bundle`` renders it, and the last run's story when its event
+    log is there (``display.story``). The one path behind ``%flower --status``
     and ``flower --status``. Reads only."""
     from flower_magic.core import manifest
     from flower_magic.core.goal import Goal
+    from flower_magic.display.story import story
     from flower_magic.workflow.go import snapshot
     from flower_magic.workflow.judge import check_marks, last_verdict
 
@@ -184,4 +190,5 @@ def status_of(opts: Any, *, cmd: str = "%flower") -> dict[str, str]:
     verdict = last_verdict(rows)
     checks = list(goal.checks) if goal else []
     marks = check_marks(checks, verdict) if verdict is not None else None
-    return status_bundle(facts, checks, marks, rows, opts.lang, cmd=cmd)
+    told = story(opts.rundir.path, opts.lang, cmd=cmd)
+    return status_bundle(facts, checks, marks, rows, opts.lang, cmd=cmd, story=told)

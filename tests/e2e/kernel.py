@@ -23,6 +23,7 @@ class CellResult:
     errors: list[dict[str, Any]] = field(default_factory=list)
     displays: list[dict[str, Any]] = field(default_factory=list)  # display_data + update_display_data + results
     prompts: list[str] = field(default_factory=list)
+    msg_id: str = ""
 
     @property
     def text(self) -> str:
@@ -46,6 +47,9 @@ class Kernel:
         self.kc = self.km.client()
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=60)
+        # Every iopub message read, whichever cell it belongs to: a view that a thread updates after
+        # its cell ended sends its updates under a later cell's header (or none).
+        self.seen: list[dict[str, Any]] = []
 
     @property
     def pid(self) -> int:
@@ -63,7 +67,7 @@ class Kernel:
     ) -> CellResult:
         """Execute one cell; ``answer(prompt)`` replies to input() prompts (None: stdin not allowed)."""
         msg_id = self.kc.execute(code, allow_stdin=answer is not None)
-        res = CellResult()
+        res = CellResult(msg_id=str(msg_id))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if answer is not None:
@@ -77,6 +81,7 @@ class Kernel:
                 msg = self.kc.get_iopub_msg(timeout=0.05)
             except Empty:
                 continue
+            self.seen.append(msg)
             if msg["parent_header"].get("msg_id") != msg_id:
                 continue
             kind, content = msg["msg_type"], msg["content"]
@@ -98,6 +103,38 @@ class Kernel:
             if on_output is not None:
                 on_output(res)
         raise TimeoutError(f"cell did not finish in {timeout}s:\n{code}\n--- so far:\n{res.text[-2000:]}")
+
+    def pump(self, until: Callable[[], object], what: str, *, give_up_s: float = 60) -> None:
+        """Read iopub (into ``seen``) while no cell runs, until ``until()`` holds."""
+        deadline = time.monotonic() + give_up_s
+        while not until():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{what} never happened")
+            with contextlib.suppress(Empty):
+                self.seen.append(self.kc.get_iopub_msg(timeout=0.05))
+
+    def displays_of(self, display_id: str) -> list[dict[str, Any]]:
+        """The data of every display and update of ``display_id`` seen so far, oldest first."""
+        return [
+            m["content"]["data"]
+            for m in self.seen
+            if m["msg_type"] in ("display_data", "update_display_data")
+            and (m["content"].get("transient") or {}).get("display_id") == display_id
+        ]
+
+    def display_id(self, cell: CellResult) -> str:
+        """The id of the first display the cell made with one (``display(..., display_id=True)``)."""
+        for m in self.seen:
+            if m["parent_header"].get("msg_id") == cell.msg_id and m["msg_type"] == "display_data":
+                found = (m["content"].get("transient") or {}).get("display_id")
+                if found:
+                    return str(found)
+        raise AssertionError("the cell made no display with an id")
+
+    def comm_send(self, comm_id: str, data: dict[str, Any]) -> None:
+        """What a frontend sends a widget (a click is ``{"method": "custom", "content": {"event": "click"}}``)."""
+        msg = self.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": data})
+        self.kc.shell_channel.send(msg)
 
     def start(self, code: str) -> str:
         """Send a cell without waiting for it (to kill or interrupt the kernel while it runs)."""

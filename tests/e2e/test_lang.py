@@ -60,7 +60,7 @@ def foreign(text: str, lang: str, workspace: Path) -> list[str]:
         rest = re.sub(r"--?[a-z][a-z-]*", "", rest)  # flags
         rest = re.sub(r"\[[^\]]*\]", "", rest)  # tool names: * [mcp__human__ask]
         rest = re.sub(r"%config FlowerMagics\.\w+", "", rest)  # a setting, spelled as typed
-        rest = re.sub(r"\S+\.(?:md|json|db|py|ipynb)\b", "", rest)  # file names
+        rest = re.sub(r"\S+\.(?:md|jsonl?|db|py|ipynb)\b", "", rest)  # file names
         words = set(re.findall(r"[A-Za-z][A-Za-z_]+", rest)) - NAMES
         if words:
             bad.append(f"{line}    <- {sorted(words)}")

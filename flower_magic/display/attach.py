@@ -1,0 +1,126 @@
+"""A notebook cell that follows a run it does not run: replay of its event log, then live.
+
+``follow(run_dir, ...)`` builds a ``RunView`` the way the run's own front end did (language,
+verbosity, rounds and context window from the log's ``start`` record; the goal checks the caller
+read from the directory's 目标.md), shows it in the current cell and feeds it from ``core.live.Watch`` in a daemon
+thread. The cell returns at once; the kernel is free while the view keeps changing.
+
+Guarantees:
+    - The view is closed exactly once: on the log's ``end`` record (its total and, if the run
+      stopped, why) or when the run's process is gone without one (the ``live_gone`` line).
+    - Answers given in the view (widget mode) go to the run's inbox (``core.live.post``) with
+      ``source="notebook"``; they never raise into the kernel: a run that ended meanwhile is logged.
+    - Without widgets (nbclient, papermill, a kernel without ipywidgets) the view says where a
+      question can be answered (the panel, ``flower --attach``).
+    - Any number of cells, in any number of kernels, may follow one run: following only reads.
+Not guaranteed:
+    - A kernel restart ends the following thread; the run goes on (``%flower`` follows it again).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from flower_magic.core.errors import FlowerError
+from flower_magic.core.words import say
+from flower_magic.display.run import RunView
+from flower_magic.workflow.phrases import Line
+
+log = logging.getLogger(__name__)
+
+
+class Attached:
+    """One cell following one run: its view and the watch that feeds it."""
+
+    def __init__(self, view: RunView, watch: Any) -> None:
+        self.view, self.watch = view, watch
+
+    @property
+    def over(self) -> bool:
+        return bool(self.watch.over)
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the following thread (tests; a cell never waits)."""
+        thread = getattr(self.watch, "_thread", None)
+        if thread is not None:
+            thread.join(timeout)
+
+    def stop(self) -> None:
+        self.watch.stop()
+
+
+def _answer_to(run_dir: Path, lang: str) -> Any:
+    from flower_magic.core.live import post
+
+    def answer(ask_id: str, text: str) -> bool:
+        try:
+            post(run_dir, "answer", text=text, ask_id=ask_id, source="notebook", lang=lang)
+        except FlowerError as exc:  # the run ended (or its inbox broke) since the question was shown
+            log.warning("the answer could not be delivered: %s", exc)
+            return False
+        return True
+
+    return answer
+
+
+def _close(view: RunView, end: dict[str, Any] | None, lang: str) -> None:
+    from flower_magic.core.live import end_context
+
+    if end is None:
+        view.say("warn", say("live_gone", lang))
+        view.close()
+        return
+    view.close(end_context(end), float(end.get("total_cost") or 0.0), str(end.get("manifest") or ""))
+
+
+def follow(
+    run_dir: Path,
+    *,
+    lang: str,
+    interactive: bool = True,
+    mode: str | None = None,
+    lead: Sequence[Line] = (),
+    goal_checks: Sequence[str] = (),
+    poll_s: float | None = None,
+) -> Attached:
+    """Show the run of ``run_dir`` in the current cell and follow it in the background.
+
+    Args:
+        run_dir: the run dir (absolute).
+        lang: the language when the log does not say (its ``start`` record's wins: the run's words).
+        interactive: a person watches a frontend that renders widgets (``RunView``).
+        mode: force the view's mode (tests).
+        lead: lines shown first (e.g. "following the running flower", "started in the background").
+        goal_checks: the checks of the directory's 目标.md (the view marks them as the judge rules).
+        poll_s: how often the log is looked at (default ``core.live.POLL_S``).
+
+    Returns:
+        The view and its watch; the caller need not keep it.
+    """
+    from flower_magic.core.handoff import default_window
+    from flower_magic.core.live import POLL_S, Watch, start_of
+
+    start = start_of(run_dir) or {}
+    lang = str(start.get("lang") or lang)
+    view = RunView(
+        lang,
+        verbose=bool(start.get("verbose")),
+        rounds=int(start.get("rounds") or 0),
+        goal_checks=goal_checks,
+        interactive=interactive,
+        mode=mode,
+        window=int(start.get("window") or 0) or default_window(),
+    )
+    for line in lead:
+        view.line(line)
+    view.attach(_answer_to(run_dir, lang), in_place=True)  # the cell is over: clicks arrive as usual
+    if view.mode != "widget":
+        view.say("dim", say("live_answer_elsewhere", lang))
+    watch = Watch(run_dir, view, lang, on_end=lambda end: _close(view, end, lang), poll_s=poll_s or POLL_S)
+    watch.step()  # what it said so far is in the cell's first display, not only in later updates
+    view.show()
+    watch.follow()
+    return Attached(view, watch)
