@@ -394,19 +394,9 @@ def live_state(run_dir: Path) -> LiveState | None:
     if not isinstance(state.pid, int) or not isinstance(state.asks, list):
         return None
     holder = runlock.holder(run_dir)
-    state.live = holder is not None and holder.pid == state.pid and state.state != ENDED and not _zombie(state.pid)
+    # holder() drops a record whose process is gone, a zombie included (core.pid): it holds no lock.
+    state.live = holder is not None and holder.pid == state.pid and state.state != ENDED
     return state
-
-
-def _zombie(pid: int) -> bool:
-    """A process killed and not yet reaped by its parent (Linux): ``runlock.holder`` counts it alive
-    (``core.pid``), but its files are closed, so it holds no lock; a run whose process is a zombie is
-    not live (a kernel killed with -9 stays one until its manager reaps it)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
-    except (OSError, IndexError):
-        return False
 
 
 def live_pid(run_dir: Path) -> int | None:
