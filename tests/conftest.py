@@ -3,7 +3,9 @@ separate OS processes (continuation is about surviving process death, so that is
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,3 +51,19 @@ def demo_api() -> Iterator[FakeAnthropic]:
         yield api
     finally:
         api.stop()
+
+
+@pytest.fixture(autouse=True)
+def _no_runner_outlives_its_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A background runner a test started (``--detach``, ``--bg``) is killed when the test ends, also
+    when it failed half-way (a runner waiting for a question's answer would wait half an hour)."""
+    # Asked for now, so that the folder is torn down after this looked in it.
+    root = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    yield
+    if root is None:
+        return
+    from tests.helpers import runners_under
+
+    for pid in runners_under(root):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)

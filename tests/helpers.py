@@ -263,3 +263,23 @@ def is_running(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+def runners_under(root: Path) -> list[int]:
+    """Live background runners (``python -m flower_magic.runner``) working under ``root`` (Linux /proc)."""
+    found = []
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return found
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if b"flower_magic.runner" not in (entry / "cmdline").read_bytes():
+                continue
+            cwd = os.readlink(entry / "cwd").removesuffix(" (deleted)")
+        except OSError:
+            continue
+        if (cwd == str(root) or cwd.startswith(f"{root}/")) and is_running(int(entry.name)):
+            found.append(int(entry.name))
+    return found
