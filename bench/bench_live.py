@@ -82,7 +82,9 @@ def latency(events: int, gap: float) -> list[float]:
         kernel = Kernel(ws, env)
         try:
             kernel.run("%load_ext flower_magic")
-            done = kernel.run("%flower")  # attaches: returns at once, then follows in the background
+            # Attaches: returns at once, then follows in the background. Stdin allowed, as in
+            # JupyterLab: a front end that can answer gets the widget view.
+            done = kernel.run("%flower", answer=lambda _prompt: "")
             if done.errors:
                 raise SystemExit(f"%flower did not attach: {done.errors}")
             while True:  # drain what attaching said
@@ -167,6 +169,8 @@ def main() -> None:
             f"event latency, runner write -> attached cell's update ({len(ms)} events): "
             f"median {statistics.median(ms):.0f} ms, p90 {p90:.0f} ms, max {ms[-1]:.0f} ms (target: median <= 250 ms)"
         )
+    if not args.runs:
+        return
     fg, bg = overhead(args.runs)
     f, b = statistics.median(fg), statistics.median(bg)
     print(f"demo workflow, foreground: median {f:.2f} s ({', '.join(f'{x:.2f}' for x in fg)})")

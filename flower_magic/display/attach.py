@@ -31,6 +31,8 @@ from flower_magic.workflow.phrases import Line
 
 log = logging.getLogger(__name__)
 
+FOLLOW_RENDER_S = 0.1  # a followed view re-renders at most 10 times a second
+
 
 class Attached:
     """One cell following one run: its view and the watch that feeds it."""
@@ -113,6 +115,9 @@ def follow(
         interactive=interactive,
         mode=mode,
         window=int(start.get("window") or 0) or default_window(),
+        # Re-rendered more often than a cell's own run: the kernel is idle, and what a follower sees
+        # already waited for the log (bench/bench_live.py measures the whole way).
+        interval_s=FOLLOW_RENDER_S,
     )
     for line in lead:
         view.line(line)
