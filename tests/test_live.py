@@ -149,6 +149,21 @@ def test_live_only_while_the_process_holds_the_run_lock(tmp_path: Path) -> None:
         lock.release()
 
 
+def test_a_run_recorded_before_a_reboot_is_not_live(tmp_path: Path) -> None:
+    """After a reboot the recorded pid may belong to another process (here: this one, holding the lock)."""
+    run = live.LiveRun(tmp_path, front_end="api", start={"lang": "en"})
+    lock = runlock.acquire(tmp_path, front_end="api")
+    try:
+        assert live.live_state(tmp_path).live  # type: ignore[union-attr]
+        data = json.loads((tmp_path / live.LIVE_NAME).read_text())
+        assert data["boot"] == live.boot_id() != ""
+        (tmp_path / live.LIVE_NAME).write_text(json.dumps(dict(data, boot="an-earlier-boot")))
+        assert not live.live_state(tmp_path).live  # type: ignore[union-attr]
+    finally:
+        run.close()
+        lock.release()
+
+
 def test_live_json_that_is_garbage_or_a_fifo_is_no_run(tmp_path: Path) -> None:
     (tmp_path / live.LIVE_NAME).write_text("{not json")
     assert live.live_state(tmp_path) is None

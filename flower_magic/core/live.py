@@ -359,6 +359,8 @@ class LiveState:
         asks: the open questions, ``{"id", "question", "options"}`` each.
         since / updated: epoch seconds.
         n: the last record's number in the event log when this was written.
+        boot: the machine's boot id when it was written (Linux; "" elsewhere): after a reboot the
+            recorded pid may name another process, so a record from an earlier boot is never live.
     """
 
     pid: int = 0
@@ -371,6 +373,7 @@ class LiveState:
     updated: float = 0.0
     n: int = 0
     run: str = ""
+    boot: str = ""
     live: bool = False
 
     def to_dict(self) -> dict[str, Any]:
@@ -393,10 +396,27 @@ def live_state(run_dir: Path) -> LiveState | None:
         return None
     if not isinstance(state.pid, int) or not isinstance(state.asks, list):
         return None
+    if state.boot and state.boot != boot_id():
+        return state  # written before the machine last started: nothing of it runs now
     holder = runlock.holder(run_dir)
     # holder() drops a record whose process is gone, a zombie included (core.pid): it holds no lock.
     state.live = holder is not None and holder.pid == state.pid and state.state != ENDED
     return state
+
+
+def boot_id() -> str:
+    """This boot of the machine (Linux's ``/proc/sys/kernel/random/boot_id``), or "" where unknown."""
+    global _boot
+    if _boot is None:
+        try:
+            with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+                _boot = f.read(64).strip()
+        except OSError:
+            _boot = ""
+    return _boot
+
+
+_boot: str | None = None
 
 
 def live_pid(run_dir: Path) -> int | None:
@@ -504,7 +524,7 @@ class LiveRun:
         self.heard = heard
         self.channel: Any = None
         self.rt: Any = None
-        self.state = LiveState(pid=os.getpid(), front_end=front_end, since=time.time())
+        self.state = LiveState(pid=os.getpid(), front_end=front_end, since=time.time(), boot=boot_id())
         self.log = EventLog(run_dir, start)
         self.state.run = self.log.run_id
         self._state_lock = threading.Lock()
