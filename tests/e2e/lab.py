@@ -77,7 +77,9 @@ def running_lab(tmp_path: Path, root: Path, env_extra: dict[str, str]) -> Iterat
     Path(env["HOME"]).mkdir(parents=True, exist_ok=True)
     build = panel_build()
     if build is not None:
-        shutil.copytree(build, Path(env["JUPYTER_DATA_DIR"]) / "labextensions" / "flower-magic")
+        into = Path(env["JUPYTER_DATA_DIR"]) / "labextensions" / "flower-magic"
+        shutil.rmtree(into, ignore_errors=True)  # a test may start a second lab in the same folder
+        shutil.copytree(build, into)
     # No news or update toast over the page: it would intercept clicks (and it reaches out to the web).
     notification = tmp_path / "settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
     notification.parent.mkdir(parents=True, exist_ok=True)
