@@ -405,6 +405,10 @@ _TEXTS: dict[str, dict[str, str]] = {
         "live_busy_new": "{path} 里正有 flower 在运行;先停下它({stop}),再用 --new 重新开始",
         "live_no_run": "这里没有正在运行的 flower,没有可跟的",
         "live_status_story": "上一次运行的经过(events.jsonl,{n} 条)",
+        "flag_sessions": "会话存在哪:postgresql://用户:密码@主机:端口/库(团队共用,换机器接着做);不给 = 运行目录里的 sessions.db。也可设 FLOWER_SESSIONS",
+        "opt_sessions": "--sessions / FLOWER_SESSIONS 要一个 postgresql:// 地址(或 sqlite),不是 {value}",
+        "sessions_mismatch": "{path} 的会话存在 {recorded},这次却指定了 {chosen}:换了存储就接不上之前的会话。用 --sessions 指回 {recorded}(密码给在 URL、PGPASSWORD 或 ~/.pgpass 里),或用 -r 换一个运行目录",
+        "sessions_unreachable": "连不上会话存储 {where}:{why}。检查地址、密码和网络,或用 --sessions 换一个",
     },
     "en": {
         "wake_head": "<- picking up in {where}",
@@ -799,6 +803,10 @@ _TEXTS: dict[str, dict[str, str]] = {
         "live_busy_new": "a flower is running in {path}; stop it first ({stop}), then start over with --new",
         "live_no_run": "no flower is running here; there is nothing to follow",
         "live_status_story": "the last run's story (events.jsonl, {n} records)",
+        "flag_sessions": "where sessions live: postgresql://user:password@host:port/db (shared by a team, continues on any machine); not given = sessions.db in the run dir. Or set FLOWER_SESSIONS",
+        "opt_sessions": "--sessions / FLOWER_SESSIONS must be a postgresql:// URL (or sqlite), not {value}",
+        "sessions_mismatch": "{path} keeps its sessions in {recorded}, but {chosen} was chosen: another store cannot continue them. Point --sessions back at {recorded} (password in the URL, PGPASSWORD or ~/.pgpass), or use another run dir with -r",
+        "sessions_unreachable": "cannot reach the session store {where}: {why}. Check the address, password and network, or choose another with --sessions",
     },
 }
 
