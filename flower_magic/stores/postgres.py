@@ -113,15 +113,17 @@ class StoreUnreachable(ConnectionError):
         super().__init__(f"cannot use the session store {where}: {why}")
 
 
-class SchemaTooNew(ValueError):
-    """The database was migrated by a newer flower; this one would misread it."""
+class SchemaTooNew(StoreUnreachable):
+    """The database was migrated by a newer flower; this one would misread it.
+
+    Attributes:
+        found: the database's schema version.
+    """
 
     def __init__(self, where: str, found: int) -> None:
-        self.where, self.found = where, found
-        super().__init__(
-            f"the session store {where} has schema version {found}, this flower knows up to {SCHEMA_VERSION}:"
-            " upgrade flower_magic"
-        )
+        self.found = found
+        newer = f"schema version {found}, this flower knows up to {SCHEMA_VERSION}: upgrade flower_magic"
+        super().__init__(where, newer)
 
 
 def _parts(key: SessionKey | SessionListSubkeysKey) -> tuple[str, str, str]:
@@ -275,9 +277,7 @@ class PostgresSessionStore:
         pk, sid, sub = _parts(key)
         fold = None if sub else _summary_fold()
         with self._conn() as conn:
-            conn.execute(
-                "INSERT INTO flower_sessions VALUES (%s, %s, %s, 0, 0) ON CONFLICT DO NOTHING", (pk, sid, sub)
-            )
+            conn.execute("INSERT INTO flower_sessions VALUES (%s, %s, %s, 0, 0) ON CONFLICT DO NOTHING", (pk, sid, sub))
             next_seq, mtime = cast(
                 "tuple[int, int]",
                 conn.execute(
@@ -403,7 +403,7 @@ class PostgresSessionStore:
         with self._conn() as conn:
             rows = conn.execute(
                 "SELECT subpath FROM flower_sessions WHERE project_key = %s AND session_id = %s AND subpath <> ''"
-                " ORDER BY subpath COLLATE \"C\"",
+                ' ORDER BY subpath COLLATE "C"',
                 (key["project_key"], key["session_id"]),
             ).fetchall()
         return [sub for (sub,) in rows]
@@ -534,7 +534,12 @@ def _summary_fold() -> Any:
 
 
 def _connect_kwargs() -> dict[str, Any]:
-    return {"connect_timeout": max(1, int(CONNECT_TIMEOUT_S)), "application_name": "flower_magic"}
+    # client_encoding: text comes back as str even from a SQL_ASCII database (psycopg gives bytes there).
+    return {
+        "connect_timeout": max(1, int(CONNECT_TIMEOUT_S)),
+        "application_name": "flower_magic",
+        "client_encoding": "utf8",
+    }
 
 
 def _why(exc: BaseException) -> str:

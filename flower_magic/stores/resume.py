@@ -260,10 +260,12 @@ class PruningSessionStore:
 
     async def list_subkeys(self, key: SessionListSubkeysKey) -> list[str]:
         project = self._own(key["project_key"])
-        return await self.store.list_subkeys(cast("SessionListSubkeysKey", {**key, "project_key": project}))
+        found = await self.store.list_subkeys(cast("SessionListSubkeysKey", {**key, "project_key": project}))
+        return cast("list[str]", found)
 
     async def list_sessions(self, project_key: str) -> list[SessionStoreListEntry]:
-        return await self.store.list_sessions(self._own(project_key))
+        return cast("list[SessionStoreListEntry]", await self.store.list_sessions(self._own(project_key)))
 
     async def list_session_summaries(self, project_key: str) -> list[SessionSummaryEntry]:
-        return await self.store.list_session_summaries(self._own(project_key))
+        found = await self.store.list_session_summaries(self._own(project_key))
+        return cast("list[SessionSummaryEntry]", found)

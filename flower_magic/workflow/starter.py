@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,6 @@ from flower_magic.core.errors import UserError
 from flower_magic.core.human import HumanChannel
 from flower_magic.core.lineage import Lineage
 from flower_magic.core.note import read_note
-from flower_magic.core.project import project_key
 from flower_magic.core.rundir import WORK_STEP, RunDir
 from flower_magic.core.words import say
 from flower_magic.workflow.base import Ctx, Step, Workflow
@@ -186,20 +184,11 @@ def unfinished_clarification(workspace: str | Path, run_dir: str | Path | None =
     if rd.saved_task():
         return True  # the request is on disk: a run killed before its session held it starts again
     sid = Lineage.open(rd.path, rd.workspace).steps.get(CLARIFY_STEP)
-    if not sid or not rd.sessions_db.is_file():
+    if not sid:
         return False
-    from flower_magic.stores.sqlite import SqliteSessionStore
+    from flower_magic.stores.backend import has_session
 
-    try:
-        store = SqliteSessionStore(rd.sessions_db, readonly=True)
-    except (OSError, ValueError):
-        return False
-    try:
-        return store.has_session(project_key(rd.workspace), sid)
-    except sqlite3.DatabaseError:
-        return False
-    finally:
-        store.close()
+    return has_session(rd, sid)
 
 
 def starter_flow(
