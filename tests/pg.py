@@ -91,14 +91,16 @@ class PgServer:
             pwfile.unlink(missing_ok=True)
         opts = f"{SERVER_OPTIONS} -p {self.port} -k {self.root}"
         self._run(
-            [pg_ctl, "-D", str(self.root / "data"), "-l", str(self.root / "log"), "-w", "-t", str(START_TIMEOUT_S)]
-            + ["-o", opts, "start"],
+            [pg_ctl, "-D", str(self.root / "data"), "-l", str(self.root / "log"), "-w", "-t", str(START_TIMEOUT_S)],
             "pg_ctl start",
+            "-o",
+            opts,
+            "start",
         )
 
-    def _run(self, argv: list[str], what: str) -> None:
+    def _run(self, argv: list[str], what: str, *extra: str) -> None:
         out = subprocess.run(
-            self._as + argv,
+            [*self._as, *argv, *extra],
             capture_output=True,
             text=True,
             timeout=START_TIMEOUT_S + 30,
@@ -128,7 +130,7 @@ class PgServer:
     def stop(self) -> None:
         if (self.root / "data" / "postmaster.pid").exists():
             subprocess.run(
-                self._as + [self._pg_ctl, "-D", str(self.root / "data"), "-m", "immediate", "-w", "stop"],
+                [*self._as, self._pg_ctl, "-D", str(self.root / "data"), "-m", "immediate", "-w", "stop"],
                 capture_output=True,
                 timeout=60,
             )

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from flower_magic.core.project import local_transcript, project_key
-from flower_magic.stores.sqlite import SqliteSessionStore
+from flower_magic.core.project import local_transcript
 from flower_magic.testing import FakeAnthropic, Request, text, tool_use
-from tests.helpers import wait_until, write_script
+from tests.helpers import stored_session, wait_until, write_script
 
 CHILD = """
     import asyncio, json, sys
@@ -67,6 +66,10 @@ KILL_AFTER_S = [
 ]
 
 
+# The PostgreSQL run's moments: nothing stored yet, the first flush, mid tool call, the final answer.
+KILL_AFTER_PG_S = [0.0, 0.1, 0.4, 0.8, 1.25]
+
+
 def _has_tool_result(req: Request) -> bool:
     last = req.messages[-1] if req.messages else {}
     content = last.get("content")
@@ -83,13 +86,10 @@ def _script_replies(api: FakeAnthropic, seed: Path, *, slow: bool) -> None:
 
 
 def _stored_tool_call(ws: Path) -> bool:
-    db = ws / "runs" / "sessions.db"
-    lineage = ws / "runs" / "lineage.json"
-    if not db.exists() or not lineage.exists():
+    if not (ws / "runs" / "lineage.json").exists():
         return False
     sid = str(dict(_lineage(ws)["steps"]).get("干活", ""))  # type: ignore[call-overload]
-    with SqliteSessionStore(db, readonly=True) as store:
-        entries = store.load_sync({"project_key": project_key(ws), "session_id": sid}) or []
+    entries = stored_session(ws / "runs", sid, ws) or []
     return any(
         isinstance(b, dict) and b.get("type") == "tool_use"
         for e in entries
@@ -111,9 +111,14 @@ def _child(script: Path, cwd: Path, env: dict[str, str]) -> subprocess.Popen[str
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_kill_minus_nine_then_same_session(fake_api: FakeAnthropic, child_env: dict[str, str], tmp_path: Path) -> None:
+@pytest.mark.parametrize("sessions", ["sqlite", "postgres"], indirect=True)
+def test_kill_minus_nine_then_same_session(
+    sessions: str, fake_api: FakeAnthropic, child_env: dict[str, str], tmp_path: Path
+) -> None:
+    """On PostgreSQL (issue 17, acceptance b) the moments are ``KILL_AFTER_PG_S``: before and after the
+    first flush, at a quarter of the cost."""
     report = []
-    for i, delay in enumerate(KILL_AFTER_S):
+    for i, delay in enumerate(KILL_AFTER_PG_S if sessions else KILL_AFTER_S):
         ws = tmp_path / f"ws{i}"
         ws.mkdir()
         seed = ws / "seed.txt"
@@ -135,12 +140,7 @@ def test_kill_minus_nine_then_same_session(fake_api: FakeAnthropic, child_env: d
         # The id is on disk, in a whole file, the moment it was reported.
         assert _lineage(ws)["steps"] == {"取词": sid}
 
-        db = ws / "runs" / "sessions.db"
-        stored = False
-        if db.exists():
-            store = SqliteSessionStore(db, readonly=True)
-            stored = store.has_session(project_key(ws), sid)
-            store.close()
+        stored = stored_session(ws / "runs", sid, ws) is not None
         in_store = stored
         # What the mirror had not flushed yet is still in the CLI's local copy; the next run takes it in.
         stored = stored or local_transcript(ws, sid, child_env).is_file()
@@ -195,8 +195,9 @@ MID_TOOL_CHILD = """
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("sessions", ["sqlite", "postgres"], indirect=True)
 def test_kill_during_a_tool_call_then_resume(
-    fake_api: FakeAnthropic, child_env: dict[str, str], workspace: Path
+    sessions: str, fake_api: FakeAnthropic, child_env: dict[str, str], workspace: Path
 ) -> None:
     """The transcript ends in a tool call without a result; the resumed request must still be valid
     (the fake API rejects unpaired tool_use with a 400, as the real one does) and the work goes on."""

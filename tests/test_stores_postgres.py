@@ -125,22 +125,24 @@ async def test_load_range_and_last_context(store: PostgresSessionStore) -> None:
 
 
 def test_appends_from_many_threads_and_processes_lose_nothing(pg_url: str, store: PostgresSessionStore) -> None:
-    """Appends to one key from several writers at once: every entry once, seq gap-free in append order."""
+    """Appends to one key from several writers at once: every entry once, seq gap-free in append order.
+    (A subagent's key: no summary to fold, so the children need not import the SDK.)"""
     child = (
         "import asyncio, sys\n"
         "from flower_magic.core.storage import StoreLocation\n"
         "from flower_magic.stores.postgres import PostgresSessionStore\n"
         "s = PostgresSessionStore(StoreLocation.parse(sys.argv[1]))\n"
-        "key = {'project_key': 'proj', 'session_id': 'sess'}\n"
+        "key = {'project_key': 'proj', 'session_id': 'sess', 'subpath': 'subagents/agent-1'}\n"
         "for i in range(15):\n"
-        "    asyncio.run(s.append(key, [{'type': 'x', 'uuid': f'{sys.argv[2]}-{i}'}, {'type': 'x', 'uuid': 'shared'}]))\n"
+        "    batch = [{'type': 'x', 'uuid': f'{sys.argv[2]}-{i}'}, {'type': 'x', 'uuid': 'shared'}]\n"
+        "    asyncio.run(s.append(key, batch))\n"
         "s.close()\n"
     )
     procs = [subprocess.Popen([sys.executable, "-c", child, pg_url, f"p{n}"]) for n in range(2)]
 
     def thread_writer(n: int) -> None:
         for i in range(15):
-            asyncio.run(store.append(KEY, [entry(f"t{n}-{i}"), entry("shared")]))
+            asyncio.run(store.append(SUB, [entry(f"t{n}-{i}"), entry("shared")]))
 
     threads = [threading.Thread(target=thread_writer, args=(n,)) for n in range(2)]
     for t in threads:
@@ -148,7 +150,7 @@ def test_appends_from_many_threads_and_processes_lose_nothing(pg_url: str, store
     for t in threads:
         t.join()
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
-    uids = [e["uuid"] for e in store.load_sync(KEY) or []]
+    uids = [e["uuid"] for e in store.load_sync(SUB) or []]
     assert len(uids) == len(set(uids)) == 4 * 15 + 1
     seqs = _sql(pg_url, "SELECT seq FROM flower_entries ORDER BY seq")
     assert [s for (s,) in seqs] == list(range(len(uids)))
