@@ -66,8 +66,9 @@ KILL_AFTER_S = [
 ]
 
 
-# The PostgreSQL run's moments: nothing stored yet, the first flush, mid tool call, the final answer.
-KILL_AFTER_PG_S = [0.0, 0.1, 0.4, 0.8, 1.25]
+# The PostgreSQL run's moments (issue 17, within the suite's time budget): before anything reached the
+# store (the next run takes the CLI's local copy in), and after the tool call was stored.
+KILL_AFTER_PG_S = [0.0, 0.8]
 
 
 def _has_tool_result(req: Request) -> bool:
@@ -116,7 +117,7 @@ def test_kill_minus_nine_then_same_session(
     sessions: str, fake_api: FakeAnthropic, child_env: dict[str, str], tmp_path: Path
 ) -> None:
     """On PostgreSQL (issue 17, acceptance b) the moments are ``KILL_AFTER_PG_S``: before and after the
-    first flush, at a quarter of the cost."""
+    first flush, at a tenth of the cost."""
     report = []
     for i, delay in enumerate(KILL_AFTER_PG_S if sessions else KILL_AFTER_S):
         ws = tmp_path / f"ws{i}"
@@ -195,9 +196,8 @@ MID_TOOL_CHILD = """
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sessions", ["sqlite", "postgres"], indirect=True)
 def test_kill_during_a_tool_call_then_resume(
-    sessions: str, fake_api: FakeAnthropic, child_env: dict[str, str], workspace: Path
+    fake_api: FakeAnthropic, child_env: dict[str, str], workspace: Path
 ) -> None:
     """The transcript ends in a tool call without a result; the resumed request must still be valid
     (the fake API rejects unpaired tool_use with a 400, as the real one does) and the work goes on."""
