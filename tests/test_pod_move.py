@@ -21,7 +21,7 @@ SCRIPT = """
 
     from flower_magic import AgentSpec, Runtime, Step, Workflow
 
-    spec = AgentSpec(name="reader", instructions="简短回答。", allowed_tools=["Read"], max_turns=4)
+    spec = AgentSpec(name="reader", instructions="简短回答。", allowed_tools=["Read", "Bash"], max_turns=6)
 
 
     async def main() -> None:
@@ -81,7 +81,9 @@ def test_a_run_continues_on_a_new_machine_from_the_database_alone(
         return env
 
     env_a = machine(tmp_path / "home-a")
-    fake_api.add(tool_use("Read", {"file_path": str(ws / "seed.txt")}), text("向日葵"))
+    # The agent looks at its environment first: FLOWER_SESSIONS is there, emptied (core.runtime).
+    fake_api.add(tool_use("Bash", {"command": "env"}), tool_use("Read", {"file_path": str(ws / "seed.txt")}))
+    fake_api.add(text("向日葵"))
     first = run_script(script, cwd=ws, env=env_a)
     outputs.append(json.dumps(first))
     assert first["woke"] == 1 and first["failed"] is None
@@ -125,6 +127,14 @@ def test_a_run_continues_on_a_new_machine_from_the_database_alone(
     leaks += files_holding(ws, pg_server.password) + files_holding(tmp_path / "home-b", pg_server.password)
     leaks += [f"output {i}" for i, out in enumerate(outputs) if pg_server.password in out]
     leaks += files_holding(pg_server.root, pg_server.password)  # the server's own log
+    env_seen = [str(r.get("content")) for q in fake_api.requests for r in q.tool_results() if "HOME=" in str(r)]
+    assert env_seen and "FLOWER_SESSIONS=" in env_seen[0]  # the agent ran env, and saw the variable empty
+    leaks += [f"request {i}" for i, q in enumerate(fake_api.requests) if pg_server.password in q.all_text]
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT count(*) FROM flower_entries WHERE strpos(payload, %s) > 0", (pg_server.password,))
+        leaks += ["the database"] * int(row.fetchone()[0])  # type: ignore[index]
     assert leaks == []
 
 
