@@ -21,9 +21,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.bench_store import PROJECT, make_entries, timed  # noqa: E402
-from flower_magic.core.storage import StoreLocation  # noqa: E402
-from flower_magic.stores import PostgresSessionStore, SqliteSessionStore  # noqa: E402
+from bench.bench_store import PROJECT, make_entries, timed
+from flower_magic.core.storage import StoreLocation
+from flower_magic.stores import PostgresSessionStore, SqliteSessionStore
 
 APPEND_BATCH = 5_000  # large batches: filling the stores is not what is measured
 
