@@ -243,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     except FlowerError as exc:
         print(f"flower: {exc}", file=sys.stderr)
         return 1
-    facts = snapshot(opts.rundir)
+    facts = snapshot(opts.rundir, opts.sessions)
     if args.detach:
         return _detach(opts, facts)
     if not opts.task:

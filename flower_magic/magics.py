@@ -376,7 +376,7 @@ class FlowerMagics(Magics):
             opts.preflight(cmd="%flower")
         except FlowerError as exc:
             raise UsageError(str(exc)) from None
-        facts = snapshot(opts.rundir)
+        facts = snapshot(opts.rundir, opts.sessions)
         waking = facts.waking and not opts.new
         resumable = waking or (not opts.new and unfinished_clarification(opts.workspace, opts.run_dir))
         if not opts.task and not resumable:

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from flower_magic.core.rundir import RunDir
 from flower_magic.core.storage import StoreLocation, StoreMismatch, choose_store, record_store
 from flower_magic.testing import FakeAnthropic, text, tool_use
+from flower_magic.workflow.go import snapshot
 from tests.helpers import run_script, stored_session, write_script
 from tests.pg import PgServer
 
@@ -25,7 +27,7 @@ SCRIPT = """
 
 
     async def main() -> None:
-        wf = Workflow([Step("取词", spec, "读 seed.txt,只回文件里那个词。")])
+        wf = Workflow([Step("干活", spec, "读 seed.txt,只回文件里那个词。")])
         rt = Runtime(workspace=".", run_dir="runs")
         try:
             ctx = await wf.run(rt)
@@ -67,6 +69,8 @@ def test_a_run_continues_on_a_new_machine_from_the_database_alone(
     transcript with it) and there is no sessions.db: HOME B is empty, only the workspace's run dir
     (lineage, manifest, store.json) and the database remain. The second run resumes the same session
     with the first's turns in its request. The canary password is in no file, output or log."""
+    for name in ("FLOWER_SESSIONS", "PGPASSWORD", "PGPASSFILE"):
+        monkeypatch.delenv(name, raising=False)  # this process reads the store only as the test says
     url = pg_server.fresh_url()
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -87,7 +91,7 @@ def test_a_run_continues_on_a_new_machine_from_the_database_alone(
     first = run_script(script, cwd=ws, env=env_a)
     outputs.append(json.dumps(first))
     assert first["woke"] == 1 and first["failed"] is None
-    sid = first["sessions"]["取词"]
+    sid = first["sessions"]["干活"]
     assert json.loads((ws / "runs" / "store.json").read_text()) == {
         "kind": "postgresql",
         "host": "127.0.0.1",
@@ -109,20 +113,24 @@ def test_a_run_continues_on_a_new_machine_from_the_database_alone(
     fake_api.add(text("还是向日葵"))
     second = run_script(script, cwd=ws, env=env_b)
     outputs.append(json.dumps(second))
-    assert second["woke"] == 2 and second["sessions"]["取词"] == sid
+    assert second["woke"] == 2 and second["sessions"]["干活"] == sid
     resumed = fake_api.requests[n_first]
     assert "向日葵" in resumed.all_text and any(r.get("tool_use_id") for r in resumed.tool_results())
     assert resumed.n_messages > fake_api.requests[0].n_messages
     assert not (ws / "runs" / "sessions.db").exists()
     assert stored_session(ws / "runs", sid, ws) is None  # store.json holds no password: a reader needs one
+    assert snapshot(RunDir.at(ws)).work_context == 0
+    assert snapshot(RunDir.at(ws), url).work_context > 0  # --status with --sessions reads with its password
     monkeypatch.setenv("PGPASSWORD", pg_server.password)  # libpq's own source, as a reader's pod has
     assert stored_session(ws / "runs", sid, ws) is not None
 
     # --sessions on the command line, the same store: --status reads it (and says it in no output).
     env_flag = {k: v for k, v in env_b.items() if k != "FLOWER_SESSIONS"}
+    by_env = flower(["--status"], ws, env_b)
     by_flag = flower(["--sessions", url, "--status"], ws, env_flag)
     assert by_flag.returncode == 0, by_flag.stderr
-    outputs += [by_flag.stdout, by_flag.stderr]
+    outputs += [by_env.stdout, by_env.stderr, by_flag.stdout, by_flag.stderr]
+    assert by_flag.stdout == by_env.stdout
 
     leaks += files_holding(ws, pg_server.password) + files_holding(tmp_path / "home-b", pg_server.password)
     leaks += [f"output {i}" for i, out in enumerate(outputs) if pg_server.password in out]

@@ -50,11 +50,12 @@ def open_store(sessions_db: str | Path, *, location: StoreLocation | None = None
     return PruningSessionStore(base, **kw)
 
 
-def open_reader(run_dir: str | Path) -> Any | None:
+def open_reader(run_dir: str | Path, *, sessions: str = "") -> Any | None:
     """A read-only store of ``run_dir``'s transcripts (close it), or None when there is none to read.
 
-    The password of a PostgreSQL store comes from ``FLOWER_SESSIONS`` when that names the same
-    server, database and user; else libpq finds it (``PGPASSWORD``, ``~/.pgpass``).
+    The password of a PostgreSQL store comes from ``sessions`` (a run's ``--sessions``) or
+    ``FLOWER_SESSIONS`` when that names the same server, database and user; else libpq finds it
+    (``PGPASSWORD``, ``~/.pgpass``).
     """
     path = Path(run_dir)
     recorded = recorded_store(path)
@@ -66,7 +67,7 @@ def open_reader(run_dir: str | Path) -> Any | None:
         except (OSError, ValueError, sqlite3.DatabaseError):
             return None
     try:
-        location = choose_store(path, None)
+        location = choose_store(path, sessions or None)
     except ValueError:  # FLOWER_SESSIONS names another store: read the recorded one, with libpq's password
         location = recorded
     try:
@@ -75,9 +76,9 @@ def open_reader(run_dir: str | Path) -> Any | None:
         return None
 
 
-def last_context_of(rundir: RunDir, session_id: str) -> int:
+def last_context_of(rundir: RunDir, session_id: str, *, sessions: str = "") -> int:
     """The last context size (tokens) the run dir's store recorded for a session; 0 if unknown."""
-    store = open_reader(rundir.path)
+    store = open_reader(rundir.path, sessions=sessions)
     if store is None:
         return 0
     try:

@@ -293,11 +293,12 @@ def rescue_on_signals(rt: Any, *, then: Callable[[], None] | None = None) -> Cal
     return restore
 
 
-def snapshot(rundir: RunDir) -> Snapshot:
-    """What ``rundir`` holds, with the work session's context read from sessions.db."""
+def snapshot(rundir: RunDir, sessions: str = "") -> Snapshot:
+    """What ``rundir`` holds, with the work session's context read from its store (``sessions``: the
+    run's ``--sessions``, whose password a PostgreSQL store is read with)."""
     from flower_magic.stores.backend import last_context_of
 
-    return rundir.snapshot(context_of=last_context_of)
+    return rundir.snapshot(context_of=lambda rd, sid: last_context_of(rd, sid, sessions=sessions))
 
 
 def make_runtime(opts: GoOptions, **kw: Any) -> Any:
