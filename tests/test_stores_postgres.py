@@ -173,15 +173,24 @@ def test_schema_version_table_and_a_newer_schema_is_refused(pg_url: str, opened:
     assert _sql(pg_url, "SELECT count(*) FROM flower_entries") == [(0,)]
 
 
-def test_concurrent_first_opens_migrate_once(pg_url: str) -> None:
-    code = (
-        "import sys\nfrom flower_magic.core.storage import StoreLocation\n"
-        "from flower_magic.stores.postgres import PostgresSessionStore\n"
-        "PostgresSessionStore(StoreLocation.parse(sys.argv[1])).close()\n"
-    )
-    procs = [subprocess.Popen([sys.executable, "-c", code, pg_url], stderr=subprocess.PIPE) for _ in range(4)]
-    errors = [p.communicate(timeout=120)[1] for p in procs]
-    assert [p.returncode for p in procs] == [0, 0, 0, 0], errors
+def test_concurrent_first_opens_migrate_once(pg_url: str, opened: list[Any]) -> None:
+    """Pods starting at once on an empty database: one migrates, the others wait for it and find it done."""
+    start = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def open_one() -> None:
+        start.wait()
+        try:
+            opened.append(PostgresSessionStore(StoreLocation.parse(pg_url)))
+        except BaseException as exc:  # collected: a thread's exception would be lost
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_one) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
     assert _sql(pg_url, "SELECT version FROM flower_schema") == [(1,)]
 
 
