@@ -199,8 +199,9 @@ class FlowerMagics(Magics):
         text = str(proposal["value"] or "")
         try:
             location = StoreLocation.parse(text)
-        except ValueError:
-            return text  # said as a UsageError by the next %flower (GoOptions.check)
+        except ValueError:  # said as a UsageError by the next %flower; what follows "://" may hold a password
+            self._sessions_password = ""
+            return text.split("://", 1)[0] + "://…" if "://" in text else text
         self._sessions_password = location.password
         return text if location.is_default else location.redacted
 
