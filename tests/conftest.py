@@ -51,15 +51,22 @@ def pg_url(pg_server: PgServer) -> str:
 def sessions(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Where this test's runs keep their sessions, set as ``FLOWER_SESSIONS``: "" (sessions.db) or a
     fresh PostgreSQL database. ``parametrize("sessions", ["sqlite", "postgres"], indirect=True)``
-    picks per test; ``FLOWER_TEST_SESSIONS=postgres`` moves every test that uses it (``child_env``
-    does) to PostgreSQL, to run the whole continuity suite there."""
-    kind = getattr(request, "param", None) or os.environ.get(TEST_SESSIONS_ENV, "sqlite")
+    picks per test (the ``postgres`` variants are the short ones: ``is_short_variant``);
+    ``FLOWER_TEST_SESSIONS=postgres`` moves every test that uses it (``child_env`` does), the
+    ``sqlite`` variants at full length included, to PostgreSQL."""
+    kind = os.environ.get(TEST_SESSIONS_ENV) or getattr(request, "param", None) or "sqlite"
     if kind == "sqlite":
         monkeypatch.delenv("FLOWER_SESSIONS", raising=False)
         return ""
     url = str(request.getfixturevalue("pg_url"))
     monkeypatch.setenv("FLOWER_SESSIONS", url)
     return url
+
+
+def is_short_variant(request: pytest.FixtureRequest) -> bool:
+    """The test is the ``postgres`` variant of a continuity test: the short one that fits CI's budget."""
+    callspec = getattr(request.node, "callspec", None)
+    return callspec is not None and callspec.params.get("sessions") == "postgres"
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import is_short_variant
 from tests.walk import Walk
 
 pytestmark = pytest.mark.slow
@@ -25,11 +26,13 @@ OPS_PER_PG_WALK = 8
     [(seed, "sqlite") for seed in sorted(SEEDS)] + [(5, "postgres")],
     indirect=["sessions"],
 )
-def test_a_walk_of_failures_keeps_every_word_and_every_file_whole(seed: int, sessions: str, tmp_path: Path) -> None:
+def test_a_walk_of_failures_keeps_every_word_and_every_file_whole(
+    seed: int, sessions: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     lines: list[str] = []
     walk = Walk(seed, tmp_path, log=lines.append)
     assert walk.goals is SEEDS[seed]
-    ops = OPS_PER_PG_WALK if sessions else OPS_PER_WALK
+    ops = OPS_PER_PG_WALK if is_short_variant(request) else OPS_PER_WALK
     failures = walk.run(ops)
     assert failures == [], "\n".join(lines)
     assert walk.ops_done == ops

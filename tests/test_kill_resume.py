@@ -15,6 +15,7 @@ import pytest
 
 from flower_magic.core.project import local_transcript
 from flower_magic.testing import FakeAnthropic, Request, text, tool_use
+from tests.conftest import is_short_variant
 from tests.helpers import stored_session, wait_until, write_script
 
 CHILD = """
@@ -114,12 +115,12 @@ def _child(script: Path, cwd: Path, env: dict[str, str]) -> subprocess.Popen[str
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("sessions", ["sqlite", "postgres"], indirect=True)
 def test_kill_minus_nine_then_same_session(
-    sessions: str, fake_api: FakeAnthropic, child_env: dict[str, str], tmp_path: Path
+    sessions: str, fake_api: FakeAnthropic, child_env: dict[str, str], tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     """On PostgreSQL (issue 17, acceptance b) the moments are ``KILL_AFTER_PG_S``: before and after the
     first flush, at a tenth of the cost."""
     report = []
-    for i, delay in enumerate(KILL_AFTER_PG_S if sessions else KILL_AFTER_S):
+    for i, delay in enumerate(KILL_AFTER_PG_S if is_short_variant(request) else KILL_AFTER_S):
         ws = tmp_path / f"ws{i}"
         ws.mkdir()
         seed = ws / "seed.txt"

@@ -14,6 +14,7 @@ from flower_magic import AgentSpec, Runtime
 from flower_magic.core.events import Event
 from flower_magic.core.resilience import Resilience
 from flower_magic.testing import FakeAnthropic, Reply, drop, error, hang, text, tool_use
+from tests.conftest import is_short_variant
 from tests.helpers import stored_session
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
@@ -29,14 +30,18 @@ def _rt(ws: Path, **kw: Any) -> Runtime:
 
 @pytest.mark.parametrize("sessions", ["sqlite", "postgres"], indirect=True)
 async def test_outage_waits_then_resumes_the_same_session(
-    sessions: str, fake_api: FakeAnthropic, fake_api_env: dict[str, str], workspace: Path
+    sessions: str,
+    fake_api: FakeAnthropic,
+    fake_api_env: dict[str, str],
+    workspace: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
     """The API answers the first turn, then refuses connections for 20 s, then comes back (on
     PostgreSQL too: the pruning that drops the outage's debris wraps either store)."""
     (workspace / "notes.txt").write_text("第一行\n", encoding="utf-8")
     # The second request is held open until the server goes down: it is cut, then every retry is refused.
     fake_api.add(tool_use("Read", {"file_path": str(workspace / "notes.txt")}), hang(120))
-    outage_s = 8.0 if sessions else 20.0  # on PostgreSQL, shorter: the same probes, within the budget
+    outage_s = 8.0 if is_short_variant(request) else 20.0  # on PostgreSQL, shorter: the same probes, within the budget
     timeline: list[str] = []
 
     def outage() -> None:
