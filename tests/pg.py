@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import glob
 import os
-import pwd
 import secrets
 import shutil
 import socket
@@ -61,7 +60,9 @@ class PgServer:
         self.port = free_port()
         self._as: list[str] = []
         self._made = 0
-        if os.geteuid() == 0:
+        if os.name == "posix" and os.geteuid() == 0:
+            import pwd  # POSIX only: this module is imported by conftest on every platform
+
             try:
                 owner = pwd.getpwnam("postgres")
             except KeyError:
@@ -71,7 +72,7 @@ class PgServer:
         pwfile = self.root / "pw"
         pwfile.write_text(self.password + "\n", encoding="utf-8")
         if self._as:
-            os.chown(pwfile, pwd.getpwnam("postgres").pw_uid, -1)
+            os.chown(pwfile, owner.pw_uid, -1)
         try:
             self._run(
                 [
