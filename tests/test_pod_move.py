@@ -146,6 +146,7 @@ def test_a_run_continues_on_a_new_machine_from_the_database_alone(
     assert leaks == []
 
 
+@pytest.mark.slow
 def test_a_bad_or_refused_url_is_said_without_its_password(pg_server: PgServer, tmp_path: Path) -> None:
     """Acceptance d, for the errors: a URL that does not parse, a wrong password, an unknown database."""
     ws = tmp_path / "ws"
