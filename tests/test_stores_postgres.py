@@ -8,6 +8,7 @@ import math
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -256,3 +257,20 @@ async def test_the_resume_view_is_the_same_over_postgres_as_over_sqlite(
             base.close()
     assert views[0] == views[1]
     assert [e.get("uuid") for e in views[1] or []] != ["u1", "e1", "a1"]  # the debris was pruned
+
+
+@pytest.mark.anyio
+async def test_a_sql_ascii_database_works_like_any_other(pg_server: PgServer, opened: list[Any]) -> None:
+    """A database created with ``ENCODING 'SQL_ASCII'`` (an old cluster's default): psycopg hands back
+    bytes for its text unless the store asks for UTF-8, and a replayed uuid then looked new (seen:
+    a duplicate-key error on the second append)."""
+    _sql(
+        pg_server.url(), "CREATE DATABASE ascii_db ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0"
+    )
+    store = PostgresSessionStore(StoreLocation.parse(pg_server.url("ascii_db")))
+    opened.append(store)
+    await store.append(KEY, [entry("a", s="向日葵")])
+    await store.append(KEY, [entry("a", s="向日葵"), entry("b")])
+    assert store.load_sync(KEY) == [entry("a", s="向日葵"), entry("b")]
+    assert [s["session_id"] for s in await store.list_sessions("proj")] == ["sess"]
+    assert store.last_context("proj", "sess") == 0
