@@ -264,10 +264,9 @@ async def test_a_sql_ascii_database_works_like_any_other(pg_server: PgServer, op
     """A database created with ``ENCODING 'SQL_ASCII'`` (an old cluster's default): psycopg hands back
     bytes for its text unless the store asks for UTF-8, and a replayed uuid then looked new (seen:
     a duplicate-key error on the second append)."""
-    _sql(
-        pg_server.url(), "CREATE DATABASE ascii_db ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0"
-    )
-    store = PostgresSessionStore(StoreLocation.parse(pg_server.url("ascii_db")))
+    name = f"ascii_{uuid.uuid4().hex[:12]}"
+    _sql(pg_server.url(), f"CREATE DATABASE {name} ENCODING SQL_ASCII LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+    store = PostgresSessionStore(StoreLocation.parse(pg_server.url(name)))
     opened.append(store)
     await store.append(KEY, [entry("a", s="向日葵")])
     await store.append(KEY, [entry("a", s="向日葵"), entry("b")])
