@@ -379,7 +379,7 @@ class FlowerMagics(Magics):
             raise UsageError(str(exc)) from None
         facts = snapshot(opts.rundir, opts.sessions)
         waking = facts.waking and not opts.new
-        resumable = waking or (not opts.new and unfinished_clarification(opts.workspace, opts.run_dir))
+        resumable = waking or (not opts.new and unfinished_clarification(opts.workspace, opts.run_dir, opts.sessions))
         if not opts.task and not resumable:
             raise UsageError(say("need_ask", opts.lang))
         _warmed()  # mistakes are told at once; the run itself needs the SDK

@@ -89,9 +89,9 @@ def last_context_of(rundir: RunDir, session_id: str, *, sessions: str = "") -> i
         store.close()
 
 
-def has_session(rundir: RunDir, session_id: str) -> bool:
+def has_session(rundir: RunDir, session_id: str, *, sessions: str = "") -> bool:
     """Whether the run dir's store holds the main transcript of ``session_id``. Read-only."""
-    store = open_reader(rundir.path)
+    store = open_reader(rundir.path, sessions=sessions)
     if store is None:
         return False
     try:

@@ -345,4 +345,5 @@ def build(opts: GoOptions, *, on_event: Any = None, notebook: Any = None) -> Sta
         on_event=on_event,
         lang=opts.lang,
         notebook=notebook if opts.context else None,
+        sessions=opts.sessions,
     )

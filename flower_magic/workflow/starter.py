@@ -170,10 +170,11 @@ def _taking_in(step: Step) -> Step:
     return dataclasses.replace(step, reduce=reduced)
 
 
-def unfinished_clarification(workspace: str | Path, run_dir: str | Path | None = None) -> bool:
+def unfinished_clarification(workspace: str | Path, run_dir: str | Path | None = None, sessions: str = "") -> bool:
     """A clarification was cut short here: no complete brief, but a person wrote 需求.md by hand, the
-    request is on disk (``诉求.md``), or lineage names the clarifier's session and sessions.db holds
-    it, so ``flower`` with nothing said can continue it. Read-only."""
+    request is on disk (``诉求.md``), or lineage names the clarifier's session and the run's store
+    holds it (``sessions``: the run's ``--sessions``), so ``flower`` with nothing said can continue it.
+    Read-only."""
     rd = RunDir.at(workspace, run_dir)
     now = brief_note.read(rd.brief)
     brief = Brief.parse(now.text) if now.text is not None else None
@@ -188,7 +189,7 @@ def unfinished_clarification(workspace: str | Path, run_dir: str | Path | None =
         return False
     from flower_magic.stores.backend import has_session
 
-    return has_session(rd, sid)
+    return has_session(rd, sid, sessions=sessions)
 
 
 def starter_flow(
@@ -207,6 +208,7 @@ def starter_flow(
     on_event: Any = None,
     lang: str = "zh",
     notebook: Any = None,
+    sessions: str = "",
 ) -> Starter:
     """Assemble the default workflow for ``ask`` in ``workspace``.
 
@@ -236,7 +238,7 @@ def starter_flow(
         # A request cut short before its brief: what is said now adds to it, it does not replace it.
         earlier = "" if new else rd.saved_task()
         ask = f"{earlier}\n\n{ask}" if ask and earlier and ask not in earlier else ask or earlier
-    if not waking and not ask and (new or not unfinished_clarification(rd.workspace, rd.path)):
+    if not waking and not ask and (new or not unfinished_clarification(rd.workspace, rd.path, sessions)):
         raise NoTaskError(say("need_ask", lang))
     said = ask if waking else ""
     brief_text = (read_note(brief_path) or "") if waking else ""
