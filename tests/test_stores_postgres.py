@@ -115,13 +115,14 @@ async def test_subpaths_stay_apart_and_delete_cascades(store: PostgresSessionSto
 @pytest.mark.anyio
 async def test_load_range_and_last_context(store: PostgresSessionStore) -> None:
     usage = {"input_tokens": 10, "cache_read_input_tokens": 5, "cache_creation_input_tokens": 1}
-    await store.append(KEY, [entry(f"u{i}", i=i) for i in range(10)])
+    older = {"type": "assistant", "uuid": "a0", "message": {"usage": {"input_tokens": 100}}}
+    await store.append(KEY, [older] + [entry(f"u{i}", i=i) for i in range(9)])
     await store.append(KEY, [{"type": "assistant", "uuid": "a1", "message": {"usage": usage}}, entry("z")])
-    assert [e["i"] for e in store.load_range(KEY, 3, 4)] == [3, 4, 5, 6]
+    assert [e["i"] for e in store.load_range(KEY, 3, 4)] == [2, 3, 4, 5]
     assert store.load_range(KEY, 50, 4) == [] and store.load_range(KEY, 0, 0) == []
     with pytest.raises(ValueError):
         store.load_range(KEY, -1, 2)
-    assert store.last_context("proj", "sess") == 16
+    assert store.last_context("proj", "sess") == 16  # the newest usage, not the first
     assert store.last_context("proj", "nope") == 0
 
 
