@@ -243,11 +243,11 @@ def main(argv: list[str] | None = None) -> int:
     except FlowerError as exc:
         print(f"flower: {exc}", file=sys.stderr)
         return 1
-    facts = snapshot(opts.rundir)
+    facts = snapshot(opts.rundir, opts.sessions)
     if args.detach:
         return _detach(opts, facts)
     if not opts.task:
-        resumable = facts.waking or unfinished_clarification(opts.workspace, opts.run_dir)
+        resumable = facts.waking or unfinished_clarification(opts.workspace, opts.run_dir, opts.sessions)
         _ask_first(opts, resumable)
         if not opts.task and not opts.new and not resumable:
             # Nothing to do in a fresh directory: say so before the run lock creates the run dir.
@@ -347,7 +347,11 @@ def _detach(opts: GoOptions, facts: Snapshot) -> int:
     """``flower --detach``: start the run in the background and return."""
     from flower_magic.runner import start
 
-    if not opts.task and not (facts.waking or unfinished_clarification(opts.workspace, opts.run_dir)) and not opts.new:
+    if (
+        not opts.task
+        and not (facts.waking or unfinished_clarification(opts.workspace, opts.run_dir, opts.sessions))
+        and not opts.new
+    ):
         print(say("need_ask", opts.lang), file=sys.stderr)
         return 1
     try:

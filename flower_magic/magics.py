@@ -52,7 +52,7 @@ from IPython.core.error import StdinNotImplementedError, UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import MagicArgumentParser
 from IPython.utils.process import arg_split  # type: ignore[attr-defined]  # public, not re-exported
-from traitlets import Bool, Float, Int, Unicode
+from traitlets import Bool, Float, Int, Unicode, validate
 
 from flower_magic.core.errors import FlowerError, check_dir, disk_error, logged
 from flower_magic.core.words import pick_lang_or_default, say, short_path
@@ -193,6 +193,25 @@ class FlowerMagics(Magics):
     context = Bool(
         True, help="give the agent the notebook's variables, recent cells and tools (False = --no-context)"
     ).tag(config=True)
+    sessions = Unicode(
+        "",
+        help="where sessions live: postgresql://user@host:port/db (its password is kept aside, never shown);"
+        " empty = FLOWER_SESSIONS, else the run dir's sessions.db",
+    ).tag(config=True)
+
+    @validate("sessions")
+    def _sessions_without_password(self, proposal: Any) -> str:
+        # `%config FlowerMagics` prints every value: the password is kept aside, the trait shows the rest.
+        from flower_magic.core.storage import StoreLocation
+
+        text = str(proposal["value"] or "")
+        try:
+            location = StoreLocation.parse(text)
+        except ValueError:  # said as a UsageError by the next %flower; what follows "://" may hold a password
+            self._sessions_password = ""
+            return text.split("://", 1)[0] + "://…" if "://" in text else text
+        self._sessions_password = location.password
+        return text if location.is_default else location.redacted
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -201,6 +220,19 @@ class FlowerMagics(Magics):
 
         self.errors = CellErrors()  # recorded by a post_run_cell callback from %load_ext
         self._seen: dict[Path, Any] = {}  # run dir -> what the last wake's notebook block said
+
+    def _sessions_setting(self) -> str:
+        """``%config FlowerMagics.sessions`` with its password put back (to connect with, never to show)."""
+        from flower_magic.core.storage import StoreLocation
+
+        password = getattr(self, "_sessions_password", "")
+        if not self.sessions or not password:
+            return self.sessions
+        try:
+            location = StoreLocation.parse(self.sessions)
+        except ValueError:
+            return self.sessions
+        return StoreLocation(**{**location.record(), "password": password}).conninfo()
 
     def where(self, lang: str | None = None) -> Binding:
         """The folder runs are bound to; the first time it is a guess (or a new guess), say so first."""
@@ -275,6 +307,7 @@ class FlowerMagics(Magics):
             "verbose": self.verbose,
             "lang": self.lang,
             "context": self.context,
+            "sessions": self._sessions_setting(),
         }
         opts = go_options(args, task=words, workspace=self.where(args.lang).folder, fallback=settings)
         try:
@@ -440,9 +473,9 @@ class FlowerMagics(Magics):
             opts.preflight(cmd="%flower")
         except FlowerError as exc:
             raise UsageError(str(exc)) from None
-        facts = snapshot(opts.rundir)
+        facts = snapshot(opts.rundir, opts.sessions)
         waking = facts.waking and not opts.new
-        resumable = waking or (not opts.new and unfinished_clarification(opts.workspace, opts.run_dir))
+        resumable = waking or (not opts.new and unfinished_clarification(opts.workspace, opts.run_dir, opts.sessions))
         if not opts.task and not resumable:
             raise UsageError(say("need_ask", opts.lang))
         return facts

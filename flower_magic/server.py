@@ -285,8 +285,8 @@ class TranscriptHandler(_PanelHandler):
             if not transcript.is_session_id(session) or run_dir is None:
                 raise Refused("not a session id, or no run dir")
             db = run_dir / transcript.DB_NAME
-            if not db.is_file():
-                raise Refused("no sessions.db")
+            if not transcript.has_store(run_dir):  # sessions.db, or the PostgreSQL store.json names
+                raise Refused("no session store")
             db = inside(self.panel.root, db)
             view = self.arg("view", "raw")
             if view not in ("raw", "resumed"):

@@ -12,6 +12,10 @@ from pathlib import Path
 import pytest
 
 from flower_magic.testing import FakeAnthropic
+from tests.pg import NoServer, PgServer
+
+# Set to "postgres" to run every test that takes ``sessions`` (and ``child_env``) on PostgreSQL.
+TEST_SESSIONS_ENV = "FLOWER_TEST_SESSIONS"
 
 
 @pytest.fixture
@@ -26,9 +30,51 @@ def workspace(tmp_path: Path) -> Path:
     return ws
 
 
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """A throw-away PostgreSQL server for the whole session (tests/pg.py); skips where none can start."""
+    try:
+        server = PgServer()
+    except NoServer as exc:
+        pytest.skip(f"no PostgreSQL server could be started here: {exc}")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture
-def child_env(fake_api: FakeAnthropic, tmp_path: Path) -> Iterator[dict[str, str]]:
-    """A full environment for a child process that talks to ``fake_api`` with a throw-away HOME."""
+def pg_url(pg_server: PgServer) -> str:
+    """A fresh empty database on the test server, as a URL with its (canary) password."""
+    return pg_server.fresh_url()
+
+
+@pytest.fixture
+def sessions(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Where this test's runs keep their sessions, set as ``FLOWER_SESSIONS``: "" (sessions.db) or a
+    fresh PostgreSQL database. ``parametrize("sessions", ["sqlite", "postgres"], indirect=True)``
+    picks per test (the ``postgres`` variants are the short ones: ``is_short_variant``);
+    ``FLOWER_TEST_SESSIONS=postgres`` moves every test that uses it (``child_env`` does), the
+    ``sqlite`` variants at full length included, to PostgreSQL."""
+    kind = os.environ.get(TEST_SESSIONS_ENV) or getattr(request, "param", None) or "sqlite"
+    if kind == "sqlite":
+        monkeypatch.delenv("FLOWER_SESSIONS", raising=False)
+        return ""
+    url = str(request.getfixturevalue("pg_url"))
+    monkeypatch.setenv("FLOWER_SESSIONS", url)
+    return url
+
+
+def is_short_variant(request: pytest.FixtureRequest) -> bool:
+    """The test is the ``postgres`` variant of a continuity test: the short one that fits CI's budget."""
+    callspec = getattr(request.node, "callspec", None)
+    return callspec is not None and callspec.params.get("sessions") == "postgres"
+
+
+@pytest.fixture
+def child_env(fake_api: FakeAnthropic, tmp_path: Path, sessions: str) -> Iterator[dict[str, str]]:
+    """A full environment for a child process that talks to ``fake_api`` with a throw-away HOME (and
+    ``FLOWER_SESSIONS`` as the ``sessions`` fixture chose)."""
     home = tmp_path / "home"
     home.mkdir()
     env = {
@@ -36,6 +82,9 @@ def child_env(fake_api: FakeAnthropic, tmp_path: Path) -> Iterator[dict[str, str
         for k, v in os.environ.items()
         if k not in ("ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_MODEL", "FLOWER_WINDOW")
     }
+    env.pop("FLOWER_SESSIONS", None)
+    if sessions:
+        env["FLOWER_SESSIONS"] = sessions
     env.update(fake_api.env(home))
     env["PYTHONUNBUFFERED"] = "1"
     yield env

@@ -283,3 +283,19 @@ def runners_under(root: Path) -> list[int]:
         if (cwd == str(root) or cwd.startswith(f"{root}/")) and is_running(int(entry.name)):
             found.append(int(entry.name))
     return found
+
+
+def stored_session(run_dir: Path, session_id: str, workspace: Path | None = None) -> list[Any] | None:
+    """The main transcript of ``session_id`` as the run dir's store holds it (sessions.db, or the
+    PostgreSQL its store.json names), read-only; None when nothing is stored."""
+    from flower_magic.core.project import project_key
+    from flower_magic.stores import open_reader
+
+    store = open_reader(run_dir)
+    if store is None:
+        return None
+    try:
+        key: Any = {"project_key": project_key(workspace or run_dir.parent), "session_id": session_id}
+        return list(store.load_sync(key) or []) or None
+    finally:
+        store.close()

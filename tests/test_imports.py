@@ -15,7 +15,8 @@ import flower_magic
 from tests.helpers import without_posix
 
 PACKAGE = Path(flower_magic.__file__).parent
-HEAVY = ("claude_agent_sdk", "ipywidgets", "jupyter_server", "IPython", "tornado")
+# psycopg: only a run dir on PostgreSQL loads the driver (issue 17).
+HEAVY = ("claude_agent_sdk", "ipywidgets", "jupyter_server", "IPython", "tornado", "psycopg", "psycopg_pool")
 PUBLIC = {
     "AgentSpec",
     "Lineage",
@@ -64,8 +65,14 @@ def test_stores_export_both_stores_without_the_sdk() -> None:
     """A person plugs ``PruningSessionStore`` into their own ``ClaudeAgentOptions`` (issue 10, item 5)."""
     from flower_magic import stores
 
-    assert set(stores.__all__) == {"PruningSessionStore", "SqliteSessionStore"}
-    loaded = _modules_after("from flower_magic.stores import PruningSessionStore, SqliteSessionStore")
+    assert set(stores.__all__) == {
+        "PostgresSessionStore",
+        "PruningSessionStore",
+        "SqliteSessionStore",
+        "open_reader",
+        "open_store",
+    }
+    loaded = _modules_after("from flower_magic.stores import PostgresSessionStore, PruningSessionStore, open_store")
     assert [m for m in HEAVY if m in loaded] == []
 
 

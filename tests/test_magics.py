@@ -358,3 +358,30 @@ def test_stop_and_words_on_a_live_run_go_to_its_inbox(
         if thread.name == "flower-watch":
             thread.join(10)
     assert say("live_gone", "zh") in capsys.readouterr().out
+
+
+def test_the_sessions_setting_keeps_its_password_aside(
+    shell: InteractiveShell, workspace: Path, capsys: pytest.CaptureFixture[str], pg_server: Any, pg_url: str
+) -> None:
+    """Issue 17 (d): ``%config FlowerMagics`` prints every setting; the store's password is not among
+    what it shows, yet the run connects with it. A setting that is no store is one UsageError line
+    that shows only its scheme."""
+    from flower_magic.core.storage import StoreLocation
+
+    magics = shell.magics_manager.registry["FlowerMagics"]
+    try:
+        shell.run_cell(f'%config FlowerMagics.sessions = "{pg_url}"')
+        shell.run_cell("%config FlowerMagics")
+        assert magics.sessions == StoreLocation.parse(pg_url).redacted
+        assert StoreLocation.parse(magics._sessions_setting()).password == pg_server.password
+        result = shell.run_cell("%flower --status")
+        assert result.error_in_exec is None
+        shell.run_cell(f'%config FlowerMagics.sessions = "mysql://flower:{pg_server.password}@127.0.0.1/x"')
+        refused = shell.run_cell("%flower --status")
+        shell.run_cell("%config FlowerMagics")
+        assert type(refused.error_in_exec) is UsageError and "mysql://…" in str(refused.error_in_exec)
+        shown = capsys.readouterr()
+        assert "FlowerMagics.sessions" in shown.out
+        assert pg_server.password not in shown.out + shown.err + str(refused.error_in_exec)
+    finally:
+        magics.sessions = ""

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from flower_magic.testing import FakeAnthropic, text, tool_use
-from tests.helpers import run_script, write_script
+from tests.helpers import run_script, stored_session, write_script
 
 SEED_EXAMPLE = """
     import asyncio, json
@@ -39,9 +39,11 @@ SEED_EXAMPLE = """
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("sessions", ["sqlite", "postgres"], indirect=True)
 def test_seed_example_continues_across_processes(
-    fake_api: FakeAnthropic, child_env: dict[str, str], workspace: Path
+    sessions: str, fake_api: FakeAnthropic, child_env: dict[str, str], workspace: Path
 ) -> None:
+    """Also on PostgreSQL (issue 17, acceptance b): FLOWER_SESSIONS alone moves the example there."""
     (workspace / "seed.txt").write_text("向日葵\n", encoding="utf-8")
     script = write_script(workspace / "seed_example.py", SEED_EXAMPLE)
     fake_api.add(tool_use("Read", {"file_path": str(workspace / "seed.txt")}), text("向日葵"))
@@ -51,6 +53,9 @@ def test_seed_example_continues_across_processes(
     assert first["failed"] is None
     sid = first["sessions"]["取词"]
     assert (workspace / "runs" / "lineage.json").is_file()
+    # The transcript is in the store FLOWER_SESSIONS chose, and only there.
+    assert stored_session(workspace / "runs", sid) is not None
+    assert (workspace / "runs" / "sessions.db").exists() is not bool(sessions)
     n_first = len(fake_api.requests)
 
     fake_api.add(text("还是向日葵"))

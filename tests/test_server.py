@@ -804,6 +804,51 @@ def _cli_session() -> list[dict[str, Any]]:
     ]
 
 
+async def test_a_run_dir_on_postgres_is_read_from_there_and_its_password_is_in_no_answer(
+    call, layout, pg_server, pg_url, monkeypatch
+):
+    """Issue 17 (build 2, acceptance d): a run dir whose store.json names PostgreSQL is read from there,
+    read-only, the password coming from the server's own FLOWER_SESSIONS; no answer carries it, and
+    without a password the page is a 503 that says so by type name only."""
+    from flower_magic.core.storage import StoreLocation, record_store
+    from flower_magic.stores import PostgresSessionStore
+
+    sid = "7a7a7a7a-1111-4222-8333-955555555555"
+    team = layout.root / "team"
+    (team / "runs").mkdir(parents=True)
+    (team / "runs" / "lineage.json").write_text(
+        json.dumps({"workspace": os.path.realpath(team), "woke": 1, "steps": {"干活": sid}})
+    )
+    where = StoreLocation.parse(pg_url)
+    store = PostgresSessionStore(where)
+    await store.append({"project_key": transcript.project_key(team), "session_id": sid}, _cli_session())
+    store.close()
+    record_store(team / "runs", where)
+    monkeypatch.setenv("FLOWER_SESSIONS", pg_url)
+    answers = [await call("run", {"path": "team"})]
+    assert json.loads(answers[0].body)["has_sessions"] is True
+    for view in ("raw", "resumed"):
+        body = json.loads((await call("transcript", {"path": "team", "session": sid, "view": view})).body)
+        assert [(e["seq"], e["entry"].get("uuid")) for e in body["entries"]] == [
+            (2, "c-1"),
+            (6, "c-4"),
+            (8, "c-5"),
+            (9, "c-6"),
+        ], view
+        assert (body["total"], body["hidden"]) == (4, 7)
+        answers.append(await call("transcript", {"path": "team", "session": sid, "view": view, "all": "1"}))
+        assert json.loads(answers[-1].body)["total"] == 11
+    page = await call("transcript", {"path": "team", "session": sid, "all": "1", "offset": "9", "limit": "5"})
+    assert [e["seq"] for e in json.loads(page.body)["entries"]] == [9, 10]
+    monkeypatch.delenv("FLOWER_SESSIONS")
+    refused = await call("transcript", {"path": "team", "session": sid})
+    assert refused.code == 503
+    for response in [*answers, page, refused]:
+        assert pg_server.password not in text_of(response)
+        assert_no_leak(response, layout)
+    assert not (team / "runs" / "sessions.db").exists()
+
+
 async def test_a_transcript_shows_the_conversation_and_hides_the_clis_records_until_asked(call, layout):
     """Issue 12 (4): the prompt once, the tool call and its result, the answer; the CLI's plumbing
     (queue operations repeating the prompt, attachments, meta, latches) only with ``all=1``."""

@@ -42,6 +42,7 @@ from flower_magic.core.rundir import TASK_NAME
 from flower_magic.stores.chain import dangling
 from flower_magic.testing import FakeAnthropic, Reply, Request, text, tool_pairing_error, tool_use
 from flower_magic.testing.roles import role_of
+from tests.helpers import stored_session
 
 CHILD = Path(__file__).with_name("walk_child.py")
 WINDOW_TOKENS = 200_000  # passed as --window; a reply reporting more than the hand-off line fills it
@@ -451,7 +452,14 @@ class Walk:
                 except ValueError as exc:
                     self.fail(index, op, name, str(exc))
         db = self.ws / "runs" / "sessions.db"
-        if db.exists():
+        if os.environ.get("FLOWER_SESSIONS"):  # PostgreSQL: the server keeps itself whole; walk the chain
+            sid = self.work_sid()
+            if db.exists():
+                self.fail(index, op, "store", "sessions.db was made, though FLOWER_SESSIONS names PostgreSQL")
+            broken = dangling(stored_session(self.ws / "runs", sid, self.ws) or []) if sid else []
+            if broken:
+                self.fail(index, op, "chain", f"{len(broken)} stored entries name a missing parent")
+        elif db.exists():
             con = sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True)
             try:
                 ok = con.execute("PRAGMA integrity_check").fetchone()

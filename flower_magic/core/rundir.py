@@ -26,6 +26,7 @@ from flower_magic.core import manifest as manifest_file
 
 DEFAULT_RUN_DIR = "runs"
 SESSIONS_DB = "sessions.db"
+STORE_RECORD = "store.json"  # which session store the run uses, never its credentials (core.storage)
 RUN_LOCK = "run.lock"
 WORKBENCH_DIRNAME = ".flower"
 NOTES_DIRNAME = "notes"
@@ -71,6 +72,10 @@ class RunDir:
     @property
     def sessions_db(self) -> Path:
         return self.path / SESSIONS_DB
+
+    @property
+    def store_record(self) -> Path:
+        return self.path / STORE_RECORD
 
     @property
     def lineage(self) -> Path:

@@ -50,7 +50,7 @@ from flower_magic.core.result import (
     interrupt_prompt,
 )
 from flower_magic.core.rundir import RunDir
-from flower_magic.core.storage import RunStore, default_store
+from flower_magic.core.storage import SESSIONS_ENV, RunStore, default_store
 from flower_magic.core.succession import Turn, check_model, make_room, watch_context
 
 log = logging.getLogger(__name__)
@@ -126,6 +126,9 @@ class Runtime:
         quiet_sdk_reader()
         self.handoff: HandoffPolicy = _policy(handoff, HandoffPolicy)
         self.env: dict[str, str] = {"CLAUDE_CONFIG_DIR": str(config_dir()), **cli_retry_env(os.environ)}
+        # The store's URL may carry a password: the agent (and whatever its shell runs) is not given it.
+        if os.environ.get(SESSIONS_ENV):
+            self.env[SESSIONS_ENV] = ""
         self.env.update(env or {})
         self.store: RunStore = store or default_store(
             rd.sessions_db,

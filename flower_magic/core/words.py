@@ -440,6 +440,10 @@ _TEXTS: dict[str, dict[str, str]] = {
         "live_status_cut": "…… 前面还有 {n} 行没有列出",
         "live_status_now": "它现在正在运行(进程 {pid},{front})。{follow}",
         "live_status_over": "它已经不在运行了",
+        "flag_sessions": "会话存在哪:postgresql://用户:密码@主机:端口/库(团队共用,换机器接着做);不给 = 运行目录里的 sessions.db。也可设 FLOWER_SESSIONS",
+        "opt_sessions": "--sessions / FLOWER_SESSIONS 要一个 postgresql:// 地址(或 sqlite),不是 {value}",
+        "sessions_mismatch": "{path} 的会话存在 {recorded},这次却指定了 {chosen}:换了存储就接不上之前的会话。用 --sessions 指回 {recorded}(密码给在 URL、PGPASSWORD 或 ~/.pgpass 里),或用 -r 换一个运行目录",
+        "sessions_unreachable": "连不上会话存储 {where}:{why}。检查地址、密码和网络,或用 --sessions 换一个",
     },
     "en": {
         "wake_head": "<- picking up in {where}",
@@ -869,6 +873,10 @@ _TEXTS: dict[str, dict[str, str]] = {
         "live_status_cut": "… {n} earlier lines not shown",
         "live_status_now": "it is running now (pid {pid}, {front}). {follow}",
         "live_status_over": "it is not running now",
+        "flag_sessions": "where sessions live: postgresql://user:password@host:port/db (shared by a team, continues on any machine); not given = sessions.db in the run dir. Or set FLOWER_SESSIONS",
+        "opt_sessions": "--sessions / FLOWER_SESSIONS must be a postgresql:// URL (or sqlite), not {value}",
+        "sessions_mismatch": "{path} keeps its sessions in {recorded}, but {chosen} was chosen: another store cannot continue them. Point --sessions back at {recorded} (password in the URL, PGPASSWORD or ~/.pgpass), or use another run dir with -r",
+        "sessions_unreachable": "cannot reach the session store {where}: {why}. Check the address, password and network, or choose another with --sessions",
     },
 }
 

@@ -184,7 +184,7 @@ def status_of(opts: Any, *, cmd: str = "%flower") -> dict[str, str]:
     from flower_magic.workflow.go import snapshot
     from flower_magic.workflow.judge import check_marks, last_verdict
 
-    facts = snapshot(opts.rundir)
+    facts = snapshot(opts.rundir, opts.sessions)
     goal = Goal.load(facts.goal)
     rows = manifest.read_rows(opts.rundir.path)
     verdict = last_verdict(rows)

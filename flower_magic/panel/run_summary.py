@@ -38,6 +38,7 @@ from flower_magic.core.rundir import ARCHIVE_DIRNAME, BRIEF_NAME, GOAL_NAME, WOR
 from flower_magic.core.words import say
 from flower_magic.panel import manifest_rows
 from flower_magic.panel.confinement import Refused, inside
+from flower_magic.panel.transcript import has_store as transcript_store
 
 NOTES_DIR = (WORKBENCH_DIRNAME, "notes")
 
@@ -255,7 +256,7 @@ def _summarize(
                     body["rows_mark"] = manifest_rows.prefix_mark(pieces, len(pieces))
                 if manifest.skipped:
                     problems.append(say("lab_rows_skipped", lang, n=manifest.skipped))
-    body["has_sessions"] = os.path.isfile(run_dir / "sessions.db")
+    body["has_sessions"] = transcript_store(run_dir)
     return body, pieces
 
 
@@ -263,7 +264,12 @@ def _inputs(root: Path, workspace: Path, run_dir: Path | None) -> list[Path]:
     notes_dir = owner(root, workspace, run_dir).joinpath(*NOTES_DIR)
     files = [notes_dir / BRIEF_NAME, notes_dir / GOAL_NAME, notes_dir / ARCHIVE_DIRNAME]
     if run_dir is not None:
-        files += [run_dir / LINEAGE_NAME, run_dir / manifest_rows.FILENAME, run_dir / "sessions.db"]
+        files += [
+            run_dir / LINEAGE_NAME,
+            run_dir / manifest_rows.FILENAME,
+            run_dir / "sessions.db",
+            run_dir / "store.json",
+        ]
     return files
 
 

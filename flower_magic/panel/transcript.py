@@ -1,4 +1,5 @@
-"""One session's transcript from ``<run_dir>/sessions.db``, a page at a time, raw or as resumed.
+"""One session's transcript from ``<run_dir>/sessions.db``, a page at a time, raw or as resumed; or
+from the PostgreSQL the run dir's ``store.json`` names (``has_store``, ``core.storage``).
 
 Guarantees:
 - The database is opened read-only (``mode=ro``); nothing is created, migrated or written, and a
@@ -10,7 +11,13 @@ Guarantees:
 - The as-resumed view never presents raw entries as resumed ones: it exists only when the pruning
   layer (``flower_magic.stores.prune``) is installed, and otherwise answers ``ViewUnavailable``.
 
+- A run dir on PostgreSQL is read through a read-only store (``stores.open_reader``): nothing is
+  created or written there either, and its password (from the server's own ``FLOWER_SESSIONS``,
+  ``PGPASSWORD`` or ``~/.pgpass``) is in no answer: an unreachable store answers with the error's
+  type name only.
+
 Not guaranteed:
+- On PostgreSQL, the conversation view reads the whole session for each page (no kept index).
 - The as-resumed view reads the whole session (pruning is a whole-transcript pass): its first page
   costs as much as the session is long. The last one built is kept, so paging through it is cheap
   until the store changes.
@@ -39,6 +46,7 @@ __all__ = [
     "Page",
     "TranscriptError",
     "conversation_page",
+    "has_store",
     "is_conversation",
     "is_session_id",
     "merge_marks",
@@ -84,6 +92,49 @@ _SQL_CONVERSATION = (
 def is_conversation(entry: Any) -> bool:
     """``entry`` is part of the conversation rather than the CLI's bookkeeping."""
     return isinstance(entry, dict) and entry.get("type") in CONVERSATION_TYPES and not entry.get("isMeta")
+
+
+def has_store(run_dir: Path) -> bool:
+    """The run dir has transcripts to read: its sessions.db, or the store its ``store.json`` names."""
+    from flower_magic.core.storage import recorded_store
+
+    recorded = recorded_store(run_dir)
+    return (recorded is not None and not recorded.is_default) or (run_dir / DB_NAME).is_file()
+
+
+def _elsewhere(db: Path) -> Any | None:
+    """A read-only store of ``db``'s run dir when its transcripts are not in ``db`` (PostgreSQL), else None.
+
+    Raises:
+        TranscriptError: 503 when that store cannot be opened.
+    """
+    from flower_magic.core.storage import recorded_store
+
+    recorded = recorded_store(db.parent)
+    if recorded is None or recorded.is_default:
+        return None
+    from flower_magic.stores.backend import open_reader
+
+    store = open_reader(db.parent)
+    if store is None:
+        raise TranscriptError(503, "StoreUnreadable", "lab_store_unreadable", why="ConnectionError")
+    return store
+
+
+def _session_key(key: str) -> dict[str, str]:
+    project, _, session = key.partition("/")
+    return {"project_key": project, "session_id": session}
+
+
+def _from_store(store: Any, read: Any) -> Any:
+    try:
+        return read(store)
+    except TranscriptError:
+        raise
+    except Exception as exc:  # the driver's errors (psycopg.Error) name the server, never the password
+        raise TranscriptError(503, "StoreUnreadable", "lab_store_read_failed", why=type(exc).__name__) from None
+    finally:
+        store.close()
 
 
 def _connect(db: Path) -> sqlite3.Connection:
@@ -167,6 +218,14 @@ def conversation_page(db: Path, key: str, offset: int, limit: int) -> Page:
     Raises:
         TranscriptError: as ``raw_page``.
     """
+    store = _elsewhere(db)
+    if store is not None:
+        entries = _from_store(store, lambda s: s.load_sync(_session_key(key)) or [])
+        if not entries:
+            raise TranscriptError(404, "NoSuchSession", "lab_no_session")
+        shown = [(i, e) for i, e in enumerate(entries) if is_conversation(e)]
+        page = [{"seq": i, "mark": None, "entry": e} for i, e in shown[offset : offset + limit]]
+        return Page(len(shown), page, hidden=len(entries) - len(shown))
     kept, total = _conversation_index(db, key)
     wanted = kept[offset : offset + limit]
     payloads: dict[int, str] = {}
@@ -196,6 +255,13 @@ def raw_page(db: Path, key: str, offset: int, limit: int) -> Page:
     Raises:
         TranscriptError: the store is unreadable (503) or holds no such session (404).
     """
+    store = _elsewhere(db)
+    if store is not None:
+        sk = _session_key(key)
+        total, rows = _from_store(store, lambda s: (s.entry_count(sk), s.load_range(sk, offset, limit)))
+        if total == 0:
+            raise TranscriptError(404, "NoSuchSession", "lab_no_session")
+        return Page(total, [{"seq": offset + i, "mark": None, "entry": e} for i, e in enumerate(rows)])
     conn = _connect(db)
     try:
         (total,) = conn.execute("SELECT count(*) FROM entries WHERE store_key = ?", (key,)).fetchone()
@@ -222,6 +288,12 @@ def raw_page(db: Path, key: str, offset: int, limit: int) -> Page:
 
 
 def all_entries(db: Path, key: str) -> list[Any]:
+    store = _elsewhere(db)
+    if store is not None:
+        entries = _from_store(store, lambda s: s.load_sync(_session_key(key)) or [])
+        if not entries:
+            raise TranscriptError(404, "NoSuchSession", "lab_no_session")
+        return list(entries)
     conn = _connect(db)
     try:
         rows = conn.execute("SELECT payload FROM entries WHERE store_key = ? ORDER BY seq", (key,)).fetchall()
@@ -289,7 +361,10 @@ _resumed_lock = threading.Lock()
 _resumed_last: tuple[tuple[Any, ...], list[dict[str, Any]]] | None = None
 
 
-def _store_stamp(db: Path) -> tuple[Any, ...]:
+def _store_stamp(db: Path, key: str) -> tuple[Any, ...]:
+    store = _elsewhere(db)
+    if store is not None:  # the store only appends: its count says whether the view is stale
+        return ("count", _from_store(store, lambda s: s.entry_count(_session_key(key))))
     out: list[Any] = []
     for suffix in ("", "-wal"):
         try:
@@ -311,7 +386,7 @@ def resumed_page(db: Path, key: str, workspace: Path, offset: int, limit: int, *
     global _resumed_last
     from flower_magic.stores.resume import resume_view  # only this view needs the pruning layer
 
-    cache_key = (str(db), key, str(workspace), _store_stamp(db))
+    cache_key = (str(db), key, str(workspace), _store_stamp(db, key))
     with _resumed_lock:
         marked = _resumed_last[1] if _resumed_last and _resumed_last[0] == cache_key else None
     if marked is None:

@@ -2,11 +2,11 @@
 pruning applied.
 
 ``resume_view`` makes the copy (for the CLI on resume, and for the panel's "as the model would get
-it"); ``PruningSessionStore`` is sessions.db with that view on ``load()`` — the store a ``Runtime``
-uses, and the one to plug into your own ``ClaudeAgentOptions(session_store=...)``.
+it"); ``PruningSessionStore`` wraps a store (sessions.db, or PostgreSQL) with that view on ``load()``
+— the store a ``Runtime`` uses, and the one to plug into your own ``ClaudeAgentOptions(session_store=...)``.
 
 Guarantees:
-    - ``load()`` never changes what the model was told: sessions.db keeps every entry verbatim. The
+    - ``load()`` never changes what the model was told: the store keeps every entry verbatim. The
       one in-place change it makes is to re-point a stored link that names an entry which never
       existed in the store (stores/chain.py), so the chain is walkable by every reader.
     - ``append()`` stores links to the copy's own made-up entries as links to the real ones.
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -30,8 +29,7 @@ from flower_magic.core.project import project_key, sdk_project_key
 from flower_magic.stores.chain import Relink, repair, to_stored
 from flower_magic.stores.prune import Entry, PrunePolicy, prune
 from flower_magic.stores.reminder import collapse
-from flower_magic.stores.rows import ENCODER
-from flower_magic.stores.sqlite import SqliteSessionStore, store_key
+from flower_magic.stores.sqlite import SqliteSessionStore
 
 if TYPE_CHECKING:
     from claude_agent_sdk.types import (
@@ -116,11 +114,14 @@ def resume_view(
     return ResumeView(pruned.entries, dropped, rewritten, set(pruned.added), report, relinks, spilled)
 
 
-class PruningSessionStore(SqliteSessionStore):
-    """sessions.db with pruning (and expiry, and optional trimming) applied on ``load()`` only.
+class PruningSessionStore:
+    """A store with pruning (and expiry, and optional trimming) applied on ``load()`` only.
+
+    It wraps any ``core.storage.RunStore`` (the SQLite file, ``stores.postgres.PostgresSessionStore``)
+    and knows nothing of which: everything but ``load`` and ``append`` goes to the store as it is.
 
     Args:
-        path: the SQLite file.
+        store: the store to wrap, or the path of a SQLite file (``SqliteSessionStore(path)``).
         workspace: where spill files go (``<workspace>/.flower/spill``).
         trim: ``TrimPolicy`` or bool (off by default; the ``flower`` front ends turn it on).
         ephemeral: ``EphemeralPolicy`` or bool (on by default).
@@ -128,11 +129,14 @@ class PruningSessionStore(SqliteSessionStore):
         prune: a full ``PrunePolicy`` (overrides ``keep_denials``).
         line: the hand-off line (tokens) of the runtime this store serves: a budget rule given no
             budget is sized from it (``stores.trim.budget_for_line``). None: the default window's.
+
+    Attributes:
+        store: the wrapped store.
     """
 
     def __init__(
         self,
-        path: str | Path,
+        store: str | Path | Any,
         *,
         workspace: str | Path,
         trim: Any = False,
@@ -143,7 +147,7 @@ class PruningSessionStore(SqliteSessionStore):
     ) -> None:
         from flower_magic.stores.trim import sized
 
-        super().__init__(path)
+        self.store: Any = SqliteSessionStore(store) if isinstance(store, (str, Path)) else store
         self.workspace = Path(workspace)
         self.trim_policy = sized(trim, line)
         self.ephemeral_policy = ephemeral
@@ -154,6 +158,41 @@ class PruningSessionStore(SqliteSessionStore):
         self._aliases = {sdk_key: cli_key} if sdk_key != cli_key else {}
         self._forced: dict[str, set[str]] = {}  # session id -> tool_use ids spilled whatever the rule
         self._spilled: dict[str, set[str]] = {}  # session id -> tool_use ids the last load() spilled
+
+    def __getattr__(self, name: str) -> Any:
+        # The wrapped store's own attributes (``path``, ``journal_mode``, ``location``, ``entry_count``).
+        if name == "store":
+            raise AttributeError(name)
+        return getattr(self.store, name)
+
+    def __repr__(self) -> str:
+        return f"PruningSessionStore({self.store!r})"
+
+    # -- the engine's reads go to the store as stored ------------------------------------------
+
+    def load_sync(self, key: SessionKey) -> list[SessionStoreEntry] | None:
+        return cast("list[SessionStoreEntry] | None", self.store.load_sync(key))
+
+    def load_range(self, key: SessionKey, offset: int, limit: int) -> list[SessionStoreEntry]:
+        return cast("list[SessionStoreEntry]", self.store.load_range(key, offset, limit))
+
+    def has_session(self, project_key: str, session_id: str) -> bool:
+        return bool(self.store.has_session(project_key, session_id))
+
+    def last_context(self, project_key: str, session_id: str) -> int:
+        return int(self.store.last_context(project_key, session_id))
+
+    def holds_text(self, key: SessionKey, text: str) -> bool:
+        return bool(self.store.holds_text(key, text))
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> PruningSessionStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _own(self, project: str) -> str:
         return self._aliases.get(project, project)
@@ -187,7 +226,7 @@ class PruningSessionStore(SqliteSessionStore):
     async def load(self, key: SessionKey) -> list[SessionStoreEntry] | None:
         """The session as a resume must see it (see ``resume_view``); None for an unknown key."""
         key = self._own_key(key)
-        stored = await super().load(key)
+        stored = await self.store.load(key)
         if stored is None:
             return None
         # In a worker thread, like the read itself: a 100K-entry view must not stall the kernel's loop.
@@ -208,44 +247,25 @@ class PruningSessionStore(SqliteSessionStore):
         if mended:
             # Stored entries that name a made-up parent (0.1.0) are fixed where they lie, so every later
             # reader, the original runtime included, walks the whole chain without this repair.
-            await asyncio.to_thread(self._relink_stored, key, mended)
+            await asyncio.to_thread(self.store.relink_stored, key, mended)
         return cast("list[SessionStoreEntry]", view.entries)
 
     async def append(self, key: SessionKey, entries: list[SessionStoreEntry]) -> None:
         """Store a batch, with links to the resume copy's own entries re-pointed to real ones."""
         fixed = to_stored(cast("list[Entry]", entries))
-        await super().append(self._own_key(key), cast("list[SessionStoreEntry]", fixed))
+        await self.store.append(self._own_key(key), cast("list[SessionStoreEntry]", fixed))
 
     async def delete(self, key: SessionKey) -> None:
-        await super().delete(self._own_key(key))
+        await self.store.delete(self._own_key(key))
 
     async def list_subkeys(self, key: SessionListSubkeysKey) -> list[str]:
         project = self._own(key["project_key"])
-        return await super().list_subkeys(cast("SessionListSubkeysKey", {**key, "project_key": project}))
+        found = await self.store.list_subkeys(cast("SessionListSubkeysKey", {**key, "project_key": project}))
+        return cast("list[str]", found)
 
     async def list_sessions(self, project_key: str) -> list[SessionStoreListEntry]:
-        return await super().list_sessions(self._own(project_key))
+        return cast("list[SessionStoreListEntry]", await self.store.list_sessions(self._own(project_key)))
 
     async def list_session_summaries(self, project_key: str) -> list[SessionSummaryEntry]:
-        return await super().list_session_summaries(self._own(project_key))
-
-    def _relink_stored(self, key: SessionKey, relinks: list[Relink]) -> None:
-        """Rewrite the named link of stored entries (by uuid); the only in-place change the store makes."""
-        if self.is_readonly:
-            return
-        sk = store_key(key)
-        with self._writing() as db:
-            for relink in relinks:
-                row = db.execute(
-                    "SELECT payload FROM entries WHERE store_key = ? AND uid = ?", (sk, relink.uuid)
-                ).fetchone()
-                if row is None:
-                    continue
-                entry = json.loads(row[0])
-                if entry.get(relink.name) != relink.old:
-                    continue  # changed meanwhile: leave it
-                entry[relink.name] = relink.new
-                db.execute(
-                    "UPDATE entries SET payload = ? WHERE store_key = ? AND uid = ?",
-                    (ENCODER.encode(entry), sk, relink.uuid),
-                )
+        found = await self.store.list_session_summaries(self._own(project_key))
+        return cast("list[SessionSummaryEntry]", found)

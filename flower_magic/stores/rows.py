@@ -63,6 +63,28 @@ def decode(payloads: Iterable[tuple[str | bytes]]) -> list[Any]:
     return out
 
 
+def context_tokens(payloads: Iterable[str]) -> int:
+    """Tokens the model last saw: the first non-zero ``input + cache_read + cache_creation`` usage among
+    ``payloads`` (stored entries, newest first), else 0."""
+    for payload in payloads:
+        if '"usage"' not in payload:
+            continue
+        try:
+            usage = json.loads(payload).get("message", {}).get("usage", {})
+        except (ValueError, AttributeError):
+            continue
+        if not isinstance(usage, dict):
+            continue
+        total = sum(
+            value
+            for name in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+            if isinstance(value := usage.get(name), int) and not isinstance(value, bool)
+        )
+        if total:
+            return total
+    return 0
+
+
 def summary_from_row(session_id: str, mtime: int, data: str) -> SessionSummaryEntry | None:
     try:
         decoded = json.loads(data)

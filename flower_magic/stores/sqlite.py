@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, cast
 from flower_magic.core.mount import Mount, run_dir_mount
 from flower_magic.core.project import project_key
 from flower_magic.core.rundir import RunDir
-from flower_magic.stores.rows import ENCODER, PAYLOAD_SQL, decode, summary_from_row
+from flower_magic.stores.rows import ENCODER, PAYLOAD_SQL, context_tokens, decode, summary_from_row
 from flower_magic.stores.schema import open_readonly, open_writable
 
 if TYPE_CHECKING:
@@ -67,6 +67,8 @@ if TYPE_CHECKING:
         SessionStoreListEntry,
         SessionSummaryEntry,
     )
+
+    from flower_magic.stores.chain import Relink
 
 log = logging.getLogger(__name__)
 
@@ -412,23 +414,29 @@ class SqliteSessionStore:
                 "SELECT payload FROM entries WHERE store_key = ? ORDER BY seq DESC LIMIT ?",
                 (f"{project_key}/{session_id}", scan),
             ).fetchall()
-        for (payload,) in rows:
-            if '"usage"' not in payload:
-                continue
-            try:
-                usage = json.loads(payload).get("message", {}).get("usage", {})
-            except (ValueError, AttributeError):
-                continue
-            if not isinstance(usage, dict):
-                continue
-            total = sum(
-                value
-                for name in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-                if isinstance(value := usage.get(name), int) and not isinstance(value, bool)
-            )
-            if total:
-                return total
-        return 0
+        return context_tokens(payload for (payload,) in rows)
+
+    def relink_stored(self, key: SessionKey, relinks: list[Relink]) -> None:
+        """Re-point the named link of stored entries (by uuid) where it still holds the old value; the
+        only in-place change a store makes (``stores.chain``)."""
+        if self.is_readonly:
+            return
+        sk = store_key(key)
+        with self._writing() as db:
+            for relink in relinks:
+                row = db.execute(
+                    "SELECT payload FROM entries WHERE store_key = ? AND uid = ?", (sk, relink.uuid)
+                ).fetchone()
+                if row is None:
+                    continue
+                entry = json.loads(row[0])
+                if entry.get(relink.name) != relink.old:
+                    continue  # changed meanwhile: leave it
+                entry[relink.name] = relink.new
+                db.execute(
+                    "UPDATE entries SET payload = ? WHERE store_key = ? AND uid = ?",
+                    (ENCODER.encode(entry), sk, relink.uuid),
+                )
 
     def projects(self) -> list[str]:
         """Every project key with at least one stored transcript, sorted."""

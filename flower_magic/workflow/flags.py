@@ -59,6 +59,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(("--clarify-only",), "flag_clarify_only"),
     Flag(("--no-trim",), "flag_no_trim"),
     Flag(("--lang",), "flag_lang", str),
+    Flag(("--sessions",), "flag_sessions", str),
     Flag(("-v", "--verbose"), "flag_verbose"),
     Flag(("--status",), "flag_status"),
     Flag(("--demo",), "flag_demo"),
@@ -141,4 +142,5 @@ def go_options(
         lang=str(pick("lang") or ""),
         demo=bool(args.demo),
         context=not getattr(args, "no_context", False) and fallback.get("context", True) is not False,
+        sessions=str(pick("sessions") or ""),
     )

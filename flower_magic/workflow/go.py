@@ -12,13 +12,14 @@ import contextlib
 import math
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flower_magic.core.errors import UserError, check_dir, check_files, has_credentials
 from flower_magic.core.handoff import WINDOW_1M_TOKENS, default_window
 from flower_magic.core.rundir import RunDir
+from flower_magic.core.storage import SESSIONS_ENV, StoreLocation, choose_store
 from flower_magic.core.words import LANGS, pick_lang, pick_lang_or_default, say
 
 if TYPE_CHECKING:
@@ -101,6 +102,9 @@ class GoOptions:
         demo: run on the offline demo model (``flower_magic.testing.demo``); no credentials needed.
         context: give the agent the notebook's context and tools (``core.notebook``) when the front
             end has a kernel (``--no-context`` / ``%config FlowerMagics.context = False`` turn it off).
+        sessions: where sessions live (``--sessions``; "" = ``FLOWER_SESSIONS``, else the run dir's
+            record, else its sessions.db; ``core.storage.choose_store``). May hold a password: never
+            shown (left out of ``repr``).
     """
 
     task: str = ""
@@ -120,6 +124,7 @@ class GoOptions:
     lang: str = ""  # "" = FLOWER_LANG, else zh (check() settles it)
     demo: bool = False
     context: bool = True
+    sessions: str = field(default="", repr=False)
 
     def check(self) -> GoOptions:
         """Validate and normalise; reads nothing but the environment. Raises GoError with one line
@@ -151,6 +156,7 @@ class GoOptions:
             raise TaskTooBig(size, limit, window, lang)
         rd = RunDir.at(self.workspace, self.run_dir)
         self.workspace, self.run_dir = rd.workspace, rd.path
+        self.store_location()
         from flower_magic.core.launcher import WATCHDOG_ENV, WATCHDOG_MODES, watchdog_mode
 
         try:
@@ -160,6 +166,16 @@ class GoOptions:
             value = os.environ.get(WATCHDOG_ENV, "")
             raise GoError(say("bad_watchdog", lang, value=repr(value), choices=choices)) from None
         return self
+
+    def store_location(self) -> StoreLocation:
+        """The store this run's sessions go to (``sessions``, else ``FLOWER_SESSIONS``), not yet checked
+        against the run dir's record (``preflight`` does). Raises GoError for a setting that is no store."""
+        text = self.sessions or os.environ.get(SESSIONS_ENV, "")
+        try:
+            return StoreLocation.parse(text)
+        except ValueError:
+            shown = text.split("://", 1)[0] + "://…" if "://" in text else repr(text[:12])
+            raise GoError(say("opt_sessions", self.lang or pick_lang_or_default(), value=shown)) from None
 
     @property
     def rundir(self) -> RunDir:
@@ -178,7 +194,9 @@ class GoOptions:
         check_files(
             [rd.sessions_db, rd.lineage, rd.manifest, rd.manifest_lock, rd.run_lock, rd.events, rd.live], self.lang
         )
-        check_files([rd.brief, rd.goal, rd.task], self.lang)
+        check_files([rd.brief, rd.goal, rd.task, rd.store_record], self.lang)
+        self.store_location()
+        choose_store(rd.path, self.sessions, self.lang)  # StoreMismatch: the run dir's sessions live elsewhere
         if run and not self.demo and not has_credentials():
             from flower_magic.core.errors import CredentialsError
 
@@ -275,11 +293,12 @@ def rescue_on_signals(rt: Any, *, then: Callable[[], None] | None = None) -> Cal
     return restore
 
 
-def snapshot(rundir: RunDir) -> Snapshot:
-    """What ``rundir`` holds, with the work session's context read from sessions.db."""
-    from flower_magic.stores.sqlite import last_context_of
+def snapshot(rundir: RunDir, sessions: str = "") -> Snapshot:
+    """What ``rundir`` holds, with the work session's context read from its store (``sessions``: the
+    run's ``--sessions``, whose password a PostgreSQL store is read with)."""
+    from flower_magic.stores.backend import last_context_of
 
-    return rundir.snapshot(context_of=last_context_of)
+    return rundir.snapshot(context_of=lambda rd, sid: last_context_of(rd, sid, sessions=sessions))
 
 
 def make_runtime(opts: GoOptions, **kw: Any) -> Any:
@@ -289,10 +308,15 @@ def make_runtime(opts: GoOptions, **kw: Any) -> Any:
     from flower_magic.core.runtime import Runtime
 
     handoff = HandoffPolicy(enabled=opts.handoff, **({"window": opts.window} if opts.window else {}))
-    from flower_magic.stores.resume import PruningSessionStore
+    from flower_magic.stores.backend import open_store
 
     rd = opts.rundir
-    store = PruningSessionStore(rd.sessions_db, workspace=rd.workspace, trim=opts.trim, line=handoff.at)
+    location = choose_store(rd.path, opts.sessions, opts.lang)
+    try:
+        store = open_store(rd.sessions_db, location=location, workspace=rd.workspace, trim=opts.trim, line=handoff.at)
+    except (ImportError, ConnectionError) as exc:  # no driver, or PostgreSQL unreachable / refusing us
+        why = getattr(exc, "why", None) or str(exc)
+        raise GoError(say("sessions_unreachable", opts.lang, where=location.redacted, why=why)) from None
     rt = Runtime(workspace=rd.workspace, run_dir=rd.path, handoff=handoff, store=store, lang=opts.lang, **kw)
     rt.other_writers = OtherWriters(lang=opts.lang)
     return rt
@@ -321,4 +345,5 @@ def build(opts: GoOptions, *, on_event: Any = None, notebook: Any = None) -> Sta
         on_event=on_event,
         lang=opts.lang,
         notebook=notebook if opts.context else None,
+        sessions=opts.sessions,
     )

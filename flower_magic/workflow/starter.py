@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,6 @@ from flower_magic.core.errors import UserError
 from flower_magic.core.human import HumanChannel
 from flower_magic.core.lineage import Lineage
 from flower_magic.core.note import read_note
-from flower_magic.core.project import project_key
 from flower_magic.core.rundir import WORK_STEP, RunDir
 from flower_magic.core.words import say
 from flower_magic.workflow.base import Ctx, Step, Workflow
@@ -172,10 +170,11 @@ def _taking_in(step: Step) -> Step:
     return dataclasses.replace(step, reduce=reduced)
 
 
-def unfinished_clarification(workspace: str | Path, run_dir: str | Path | None = None) -> bool:
+def unfinished_clarification(workspace: str | Path, run_dir: str | Path | None = None, sessions: str = "") -> bool:
     """A clarification was cut short here: no complete brief, but a person wrote 需求.md by hand, the
-    request is on disk (``诉求.md``), or lineage names the clarifier's session and sessions.db holds
-    it, so ``flower`` with nothing said can continue it. Read-only."""
+    request is on disk (``诉求.md``), or lineage names the clarifier's session and the run's store
+    holds it (``sessions``: the run's ``--sessions``), so ``flower`` with nothing said can continue it.
+    Read-only."""
     rd = RunDir.at(workspace, run_dir)
     now = brief_note.read(rd.brief)
     brief = Brief.parse(now.text) if now.text is not None else None
@@ -186,20 +185,11 @@ def unfinished_clarification(workspace: str | Path, run_dir: str | Path | None =
     if rd.saved_task():
         return True  # the request is on disk: a run killed before its session held it starts again
     sid = Lineage.open(rd.path, rd.workspace).steps.get(CLARIFY_STEP)
-    if not sid or not rd.sessions_db.is_file():
+    if not sid:
         return False
-    from flower_magic.stores.sqlite import SqliteSessionStore
+    from flower_magic.stores.backend import has_session
 
-    try:
-        store = SqliteSessionStore(rd.sessions_db, readonly=True)
-    except (OSError, ValueError):
-        return False
-    try:
-        return store.has_session(project_key(rd.workspace), sid)
-    except sqlite3.DatabaseError:
-        return False
-    finally:
-        store.close()
+    return has_session(rd, sid, sessions=sessions)
 
 
 def starter_flow(
@@ -218,6 +208,7 @@ def starter_flow(
     on_event: Any = None,
     lang: str = "zh",
     notebook: Any = None,
+    sessions: str = "",
 ) -> Starter:
     """Assemble the default workflow for ``ask`` in ``workspace``.
 
@@ -247,7 +238,7 @@ def starter_flow(
         # A request cut short before its brief: what is said now adds to it, it does not replace it.
         earlier = "" if new else rd.saved_task()
         ask = f"{earlier}\n\n{ask}" if ask and earlier and ask not in earlier else ask or earlier
-    if not waking and not ask and (new or not unfinished_clarification(rd.workspace, rd.path)):
+    if not waking and not ask and (new or not unfinished_clarification(rd.workspace, rd.path, sessions)):
         raise NoTaskError(say("need_ask", lang))
     said = ask if waking else ""
     brief_text = (read_note(brief_path) or "") if waking else ""
