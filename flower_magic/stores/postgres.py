@@ -56,7 +56,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, cast
 
 from flower_magic.core.storage import StoreLocation
-from flower_magic.stores.rows import ENCODER, context_tokens, decode, summary_from_row
+from flower_magic.stores.rows import ENCODER, ThreadedReads, context_tokens, decode, summary_from_row
 
 if TYPE_CHECKING:
     import psycopg
@@ -135,7 +135,7 @@ def _uid(entry: SessionStoreEntry) -> str | None:
     return uid if isinstance(uid, str) and uid else None
 
 
-class PostgresSessionStore:
+class PostgresSessionStore(ThreadedReads):
     """A claude-agent-sdk ``SessionStore`` in PostgreSQL.
 
     Args:
@@ -348,14 +348,6 @@ class PostgresSessionStore:
             (pk, sid, now, ENCODER.encode(folded)),
         )
 
-    async def load(self, key: SessionKey) -> list[SessionStoreEntry] | None:
-        """Every entry of ``key`` in append order, or ``None`` if nothing was ever stored under it."""
-        return await asyncio.to_thread(self.load_sync, key)
-
-    async def list_sessions(self, project_key: str) -> list[SessionStoreListEntry]:
-        """Main transcripts of ``project_key`` (subagent transcripts excluded), with their mtime."""
-        return await asyncio.to_thread(self._list_sessions, project_key)
-
     def _list_sessions(self, project_key: str) -> list[SessionStoreListEntry]:
         with self._conn() as conn:
             rows = conn.execute(
@@ -364,10 +356,6 @@ class PostgresSessionStore:
             ).fetchall()
         return [{"session_id": sid, "mtime": int(mtime)} for sid, mtime in rows]
 
-    async def list_session_summaries(self, project_key: str) -> list[SessionSummaryEntry]:
-        """Summary sidecars of ``project_key``'s main transcripts."""
-        return await asyncio.to_thread(self._list_session_summaries, project_key)
-
     def _list_session_summaries(self, project_key: str) -> list[SessionSummaryEntry]:
         with self._conn() as conn:
             rows = conn.execute(
@@ -375,10 +363,6 @@ class PostgresSessionStore:
             ).fetchall()
         summaries = (summary_from_row(sid, int(mtime), data) for sid, mtime, data in rows)
         return [s for s in summaries if s is not None]
-
-    async def delete(self, key: SessionKey) -> None:
-        """Remove ``key``; a main key takes its subagent transcripts and its summary with it."""
-        await asyncio.to_thread(self._delete, key)
 
     def _delete(self, key: SessionKey) -> None:
         self._writable()
@@ -394,10 +378,6 @@ class PostgresSessionStore:
                     conn.execute(f"DELETE FROM {table} WHERE project_key = %s AND session_id = %s", (pk, sid))
             if not sub:
                 conn.execute("DELETE FROM flower_summaries WHERE project_key = %s AND session_id = %s", (pk, sid))
-
-    async def list_subkeys(self, key: SessionListSubkeysKey) -> list[str]:
-        """Subpaths stored under a session (its subagent transcripts), sorted."""
-        return await asyncio.to_thread(self._list_subkeys, key)
 
     def _list_subkeys(self, key: SessionListSubkeysKey) -> list[str]:
         with self._conn() as conn:

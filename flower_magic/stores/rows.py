@@ -9,6 +9,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Callable, Iterable
@@ -17,7 +18,13 @@ from typing import TYPE_CHECKING, Any
 from flower_magic.core.bulk import gc_paused, orjson_is_exact
 
 if TYPE_CHECKING:
-    from claude_agent_sdk.types import SessionSummaryEntry
+    from claude_agent_sdk.types import (
+        SessionKey,
+        SessionListSubkeysKey,
+        SessionStoreEntry,
+        SessionStoreListEntry,
+        SessionSummaryEntry,
+    )
 
 log = logging.getLogger("flower_magic.stores.sqlite")
 
@@ -95,3 +102,45 @@ def summary_from_row(session_id: str, mtime: int, data: str) -> SessionSummaryEn
     # A sidecar may hold the whole summary entry (as written here) or only its ``data`` dict.
     inner = decoded["data"] if isinstance(decoded.get("data"), dict) else decoded
     return {"session_id": session_id, "mtime": mtime, "data": inner}
+
+
+class ThreadedReads:
+    """The SDK's asynchronous ``SessionStore`` reads and deletes of a store whose work is synchronous
+    (SQLite, psycopg's pool): each runs the store's own method in a worker thread, so the event loop
+    never waits on a disk or a socket. A store defines ``load_sync``, ``_list_sessions``,
+    ``_list_session_summaries``, ``_delete`` and ``_list_subkeys``."""
+
+    def load_sync(self, key: SessionKey) -> list[SessionStoreEntry] | None:
+        raise NotImplementedError
+
+    def _list_sessions(self, project_key: str) -> list[SessionStoreListEntry]:
+        raise NotImplementedError
+
+    def _list_session_summaries(self, project_key: str) -> list[SessionSummaryEntry]:
+        raise NotImplementedError
+
+    def _delete(self, key: SessionKey) -> None:
+        raise NotImplementedError
+
+    def _list_subkeys(self, key: SessionListSubkeysKey) -> list[str]:
+        raise NotImplementedError
+
+    async def load(self, key: SessionKey) -> list[SessionStoreEntry] | None:
+        """Every entry of ``key`` in append order, or ``None`` if nothing was ever stored under it."""
+        return await asyncio.to_thread(self.load_sync, key)
+
+    async def list_sessions(self, project_key: str) -> list[SessionStoreListEntry]:
+        """Main transcripts of ``project_key`` (subagent transcripts excluded), with their mtime."""
+        return await asyncio.to_thread(self._list_sessions, project_key)
+
+    async def list_session_summaries(self, project_key: str) -> list[SessionSummaryEntry]:
+        """Summary sidecars of ``project_key``'s main transcripts, as ``fold_session_summary`` left them."""
+        return await asyncio.to_thread(self._list_session_summaries, project_key)
+
+    async def delete(self, key: SessionKey) -> None:
+        """Remove ``key``; a main key takes its subagent transcripts and its summary with it."""
+        await asyncio.to_thread(self._delete, key)
+
+    async def list_subkeys(self, key: SessionListSubkeysKey) -> list[str]:
+        """Subpaths stored under a session (its subagent transcripts), sorted."""
+        return await asyncio.to_thread(self._list_subkeys, key)

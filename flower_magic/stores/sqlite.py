@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, cast
 from flower_magic.core.mount import Mount, run_dir_mount
 from flower_magic.core.project import project_key
 from flower_magic.core.rundir import RunDir
-from flower_magic.stores.rows import ENCODER, PAYLOAD_SQL, context_tokens, decode, summary_from_row
+from flower_magic.stores.rows import ENCODER, PAYLOAD_SQL, ThreadedReads, context_tokens, decode, summary_from_row
 from flower_magic.stores.schema import open_readonly, open_writable
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ def _summary_fold() -> _Fold:
     return fold_session_summary
 
 
-class SqliteSessionStore:
+class SqliteSessionStore(ThreadedReads):
     """A claude-agent-sdk ``SessionStore`` in one SQLite file.
 
     Args:
@@ -284,14 +284,6 @@ class SqliteSessionStore:
             (pk, sid, now, ENCODER.encode(folded)),
         )
 
-    async def load(self, key: SessionKey) -> list[SessionStoreEntry] | None:
-        """Every entry of ``key`` in append order, or ``None`` if nothing was ever stored under it."""
-        return await asyncio.to_thread(self.load_sync, key)
-
-    async def list_sessions(self, project_key: str) -> list[SessionStoreListEntry]:
-        """Main transcripts of ``project_key`` (subagent transcripts excluded), with their mtime."""
-        return await asyncio.to_thread(self._list_sessions, project_key)
-
     def _list_sessions(self, project_key: str) -> list[SessionStoreListEntry]:
         low, high = _under(project_key)
         with self._reading() as db:
@@ -300,10 +292,6 @@ class SqliteSessionStore:
             ).fetchall()
         return [{"session_id": sk[len(low) :], "mtime": mtime} for sk, mtime in rows if "/" not in sk[len(low) :]]
 
-    async def list_session_summaries(self, project_key: str) -> list[SessionSummaryEntry]:
-        """Summary sidecars of ``project_key``'s main transcripts, as ``fold_session_summary`` left them."""
-        return await asyncio.to_thread(self._list_session_summaries, project_key)
-
     def _list_session_summaries(self, project_key: str) -> list[SessionSummaryEntry]:
         with self._reading() as db:
             rows = db.execute(
@@ -311,10 +299,6 @@ class SqliteSessionStore:
             ).fetchall()
         summaries = (summary_from_row(sid, mtime, data) for sid, mtime, data in rows)
         return [s for s in summaries if s is not None]
-
-    async def delete(self, key: SessionKey) -> None:
-        """Remove ``key``; a main key takes its subagent transcripts and its summary with it."""
-        await asyncio.to_thread(self._delete, key)
 
     def _delete(self, key: SessionKey) -> None:
         sk = store_key(key)
@@ -329,10 +313,6 @@ class SqliteSessionStore:
                     "DELETE FROM summaries WHERE project_key = ? AND session_id = ?",
                     (key["project_key"], key["session_id"]),
                 )
-
-    async def list_subkeys(self, key: SessionListSubkeysKey) -> list[str]:
-        """Subpaths stored under a session (its subagent transcripts), sorted."""
-        return await asyncio.to_thread(self._list_subkeys, key)
 
     def _list_subkeys(self, key: SessionListSubkeysKey) -> list[str]:
         low, high = _under(f"{key['project_key']}/{key['session_id']}")
