@@ -235,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     if args.status:
         return _status(opts)
-    if args.stop or args.attach or _live_here(opts):
+    # --new on a live run goes on to the run lock, whose refusal names the holder and how to stop it.
+    if args.stop or args.attach or (_live_here(opts) and not opts.new):
         return _to_live_run(opts, stop=args.stop, follow=not args.detach)
     try:
         # Before anything heavy is imported and before a byte is written: a missing key is said at once.
@@ -273,13 +274,11 @@ def _live_here(opts: GoOptions) -> bool:
 
 def _to_live_run(opts: GoOptions, *, stop: bool, follow: bool = True) -> int:
     """A directory whose run is live: ``--stop`` stops it; words are a remark to it; then (unless
-    ``--detach``) follow it until it ends or Ctrl-C. ``--new`` on a live run is refused."""
+    ``--detach``) follow it until it ends or Ctrl-C."""
     from flower_magic.core.live import post
 
     rd = opts.rundir
     try:
-        if opts.new:
-            raise FlowerError(say("live_busy_new", opts.lang, path=rd.path, stop="flower --stop"))
         if stop:
             post(rd.path, "stop", source="terminal", lang=opts.lang)
             print(say("live_stop_sent", opts.lang))
