@@ -496,12 +496,6 @@ class PostgresSessionStore(ThreadedReads):
         if pool is not None:
             pool.close()
 
-    def __enter__(self) -> PostgresSessionStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         mode = ", readonly=True" if self.is_readonly else ""
         return f"PostgresSessionStore({self.location.redacted!r}{mode})"

@@ -13,7 +13,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from flower_magic.core.bulk import gc_paused, orjson_is_exact
 
@@ -108,7 +108,7 @@ class ThreadedReads:
     """The SDK's asynchronous ``SessionStore`` reads and deletes of a store whose work is synchronous
     (SQLite, psycopg's pool): each runs the store's own method in a worker thread, so the event loop
     never waits on a disk or a socket. A store defines ``load_sync``, ``_list_sessions``,
-    ``_list_session_summaries``, ``_delete`` and ``_list_subkeys``."""
+    ``_list_session_summaries``, ``_delete``, ``_list_subkeys`` and ``close`` (``with`` closes it)."""
 
     def load_sync(self, key: SessionKey) -> list[SessionStoreEntry] | None:
         raise NotImplementedError
@@ -124,6 +124,15 @@ class ThreadedReads:
 
     def _list_subkeys(self, key: SessionListSubkeysKey) -> list[str]:
         raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     async def load(self, key: SessionKey) -> list[SessionStoreEntry] | None:
         """Every entry of ``key`` in append order, or ``None`` if nothing was ever stored under it."""

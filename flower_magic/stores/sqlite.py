@@ -434,12 +434,6 @@ class SqliteSessionStore(ThreadedReads):
         if db is not None:
             db.close()
 
-    def __enter__(self) -> SqliteSessionStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         mode = ", readonly=True" if self.is_readonly else ""
         return f"SqliteSessionStore({str(self.path)!r}{mode})"
