@@ -28,11 +28,12 @@ from typing import Any
 from flower_magic.core.errors import FlowerError, disk_error, logged
 from flower_magic.core.rundir import Snapshot
 from flower_magic.core.words import pick_lang_or_default, say
-from flower_magic.terminal import TerminalView
+from flower_magic.terminal import TerminalView, echo
 from flower_magic.workflow.flags import CLI, add_flags, go_options
 from flower_magic.workflow.go import (
     GoError,
     GoOptions,
+    NotText,
     TaskTooBig,
     build,
     hold_run_dir,
@@ -58,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def options_from(args: argparse.Namespace) -> GoOptions:
-    """Checked options from ``flower``'s parsed flags (raises GoError / TaskTooBig)."""
+    """Checked options from ``flower``'s parsed flags (raises GoError / TaskTooBig / NotText)."""
     return go_options(args, task=" ".join(args.task), workspace=Path(args.workspace)).check()
 
 
@@ -70,17 +71,17 @@ def _status(opts: GoOptions) -> int:
     try:
         opts.preflight(run=False)
     except FlowerError as exc:
-        print(f"flower: {exc}", file=sys.stderr)
+        echo(f"flower: {exc}", err=True)
         return 1
     with contextlib.suppress(BrokenPipeError):  # `flower --status | head`
-        print(status_of(opts, cmd="flower")["text/plain"], flush=True)
+        echo(status_of(opts, cmd="flower")["text/plain"])
     return 0
 
 
 def _prompt(lang: str, *, waking: bool) -> str:
     key = "ask_wake" if waking else "ask_fresh"
     if sys.stdin.isatty():
-        print(f"{say(key, lang)}{say(key + '_hint', lang)}", flush=True)
+        echo(f"{say(key, lang)}{say(key + '_hint', lang)}")
     return input("> ")
 
 
@@ -94,7 +95,7 @@ def _ask_first(opts: GoOptions, waking: bool) -> None:
             opts.new = True
             said = _prompt(opts.lang, waking=False).strip()
     except (EOFError, KeyboardInterrupt):
-        print()
+        echo()
         raise SystemExit(say("cancelled", opts.lang)) from None
     if not said and (opts.new or not waking):
         raise SystemExit(say("empty_ask", opts.lang))
@@ -102,7 +103,7 @@ def _ask_first(opts: GoOptions, waking: bool) -> None:
     try:
         opts.check()
     except GoError as exc:
-        print(f"flower: error: {exc}", file=sys.stderr)
+        echo(f"flower: error: {exc}", err=True)
         raise SystemExit(2) from None
 
 
@@ -185,7 +186,7 @@ async def _drive(opts: GoOptions, view: TerminalView, console: _Console) -> int:
         starter = build(opts, on_event=live.sink)
     except NoTaskError:
         live.end({"_failed_at": "-"}, 0.0, "")
-        print(say("need_ask", opts.lang), file=sys.stderr)
+        echo(say("need_ask", opts.lang), err=True)
         return 1
     if starter.archived is not None:
         view.say("dim", say("archived", opts.lang, path=starter.archived))
@@ -214,22 +215,33 @@ async def _drive(opts: GoOptions, view: TerminalView, console: _Console) -> int:
         why = ctx.get("_aborted") or getattr(ctx["_results"].get(failed), "error", None)
         if why:
             explained = explain_error(str(why), opts.lang, cmd="flower")
-            print(plain(explained) if explained else str(why), file=sys.stderr)
-        print(say("aborted", opts.lang, step=failed), file=sys.stderr)
+            echo(plain(explained) if explained else str(why), err=True)
+        echo(say("aborted", opts.lang, step=failed), err=True)
         return 1
     return 0
 
 
+def _lenient_stdin() -> None:
+    """A line typed in another encoding reaches the run with U+FFFD for the bytes that are not UTF-8:
+    strict decoding would end the thread reading answers (the question then waits for its timeout),
+    and the ``surrogateescape`` of a C locale would hand on characters no prompt or file can hold."""
+    reconfigure = getattr(sys.stdin, "reconfigure", None)
+    if reconfigure is not None:
+        with contextlib.suppress(ValueError, OSError):
+            reconfigure(errors="replace")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _lenient_stdin()
     parser = build_parser()
     # A value set in the namespace beforehand is one argparse does not replace with the default, so
     # ``timeout`` stays None unless --timeout was given (go_options then takes the default).
     args = parser.parse_args(argv, namespace=argparse.Namespace(timeout=None))
     try:
         opts = options_from(args)
-    except TaskTooBig as exc:
+    except (TaskTooBig, NotText) as exc:
         # The flags were right, so the usage synopsis would not help: one line says what to do.
-        print(f"flower: error: {exc}", file=sys.stderr)
+        echo(f"flower: error: {exc}", err=True)
         return 2
     except GoError as exc:
         parser.error(str(exc))
@@ -242,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         # Before anything heavy is imported and before a byte is written: a missing key is said at once.
         opts.preflight(cmd="flower")
     except FlowerError as exc:
-        print(f"flower: {exc}", file=sys.stderr)
+        echo(f"flower: {exc}", err=True)
         return 1
     facts = snapshot(opts.rundir, opts.sessions)
     if args.detach:
@@ -252,12 +264,12 @@ def main(argv: list[str] | None = None) -> int:
         _ask_first(opts, resumable)
         if not opts.task and not opts.new and not resumable:
             # Nothing to do in a fresh directory: say so before the run lock creates the run dir.
-            print(say("need_ask", opts.lang), file=sys.stderr)
+            echo(say("need_ask", opts.lang), err=True)
             return 1
     try:
         lock = hold_run_dir(opts, front_end="terminal")
     except FlowerError as exc:
-        print(str(exc), file=sys.stderr)
+        echo(str(exc), err=True)
         return 1
     try:
         with model_session(opts):
@@ -281,13 +293,13 @@ def _to_live_run(opts: GoOptions, *, stop: bool, follow: bool = True) -> int:
     try:
         if stop:
             post(rd.path, "stop", source="terminal", lang=opts.lang)
-            print(say("live_stop_sent", opts.lang))
+            echo(say("live_stop_sent", opts.lang))
             return 0
         if opts.task:
             post(rd.path, "remark", text=opts.task, source="terminal", lang=opts.lang)
-            print(say("live_remark_sent", opts.lang))
+            echo(say("live_remark_sent", opts.lang))
     except FlowerError as exc:  # NotLive included: it says which directory has no live run
-        print(f"flower: {exc}", file=sys.stderr)
+        echo(f"flower: {exc}", err=True)
         return 1
     return _attach(opts) if follow else 0
 
@@ -300,7 +312,7 @@ def _attach(opts: GoOptions) -> int:
     rd = opts.rundir
     state = live_state(rd.path)
     if state is None or not state.live:
-        print(f"flower: {say('live_no_run', opts.lang)}", file=sys.stderr)
+        echo(f"flower: {say('live_no_run', opts.lang)}", err=True)
         return 1
     view = TerminalView(opts.lang, verbose=opts.verbose)
     view.say("dim", say("live_attached", opts.lang, pid=state.pid, front=say(f"front_{state.front_end}", opts.lang)))
@@ -323,7 +335,7 @@ def _attach(opts: GoOptions) -> int:
     try:
         end = watch.run()
     except KeyboardInterrupt:
-        print()
+        echo()
         view.say("dim", say("live_detached", opts.lang))
         return 0
     if end is None:
@@ -336,8 +348,8 @@ def _attach(opts: GoOptions) -> int:
         why = ctx.get("_aborted")
         if why:
             explained = explain_error(str(why), opts.lang, cmd="flower")
-            print(plain(explained) if explained else str(why), file=sys.stderr)
-        print(say("aborted", opts.lang, step=ctx["_failed_at"]), file=sys.stderr)
+            echo(plain(explained) if explained else str(why), err=True)
+        echo(say("aborted", opts.lang, step=ctx["_failed_at"]), err=True)
         return 1
     return 0
 
@@ -351,14 +363,14 @@ def _detach(opts: GoOptions, facts: Snapshot) -> int:
         and not (facts.waking or unfinished_clarification(opts.workspace, opts.run_dir, opts.sessions))
         and not opts.new
     ):
-        print(say("need_ask", opts.lang), file=sys.stderr)
+        echo(say("need_ask", opts.lang), err=True)
         return 1
     try:
         pid = start(opts, front_end="terminal")
     except FlowerError as exc:
-        print(f"flower: {exc}", file=sys.stderr)
+        echo(f"flower: {exc}", err=True)
         return 1
-    print(say("runner_started", opts.lang, pid=pid, follow=say("runner_follow_cli", opts.lang)))
+    echo(say("runner_started", opts.lang, pid=pid, follow=say("runner_follow_cli", opts.lang)))
     return 0
 
 
@@ -378,16 +390,16 @@ def _run_held(opts: GoOptions, facts: Snapshot, *, timeout_given: bool = False) 
     try:
         return asyncio.run(_drive(opts, view, console))
     except KeyboardInterrupt:
-        print()
+        echo()
         return 130
     except FlowerError as exc:
-        print(str(exc), file=sys.stderr)
+        echo(str(exc), err=True)
         return 1
     except OSError as exc:
         disk = disk_error(exc, opts.lang)
         if disk is None:
             raise
-        print(str(disk), file=sys.stderr)
+        echo(str(disk), err=True)
         return 1
     finally:
         if old_int is not None:

@@ -236,6 +236,9 @@ class FlowerMagics(Magics):
 
     def where(self, lang: str | None = None) -> Binding:
         """The folder runs are bound to; the first time it is a guess (or a new guess), say so first."""
+        if "\x00" in self.workspace:  # no path can hold it: one line now, not a traceback from the OS
+            said = say("opt_nul", self._lang(lang), what=say("what_workspace", self._lang(lang)))
+            raise UsageError(f"%flower: {said}")
         bound = binding(self.shell, self.workspace)
         if bound.is_guess and bound.folder != self._told:
             from IPython.display import display
@@ -667,7 +670,7 @@ def load(ipython: Any) -> None:
 
         # The same folder and run dir a %flower in this notebook would use (%config included).
         facts = snapshot(RunDir.at(magics.where().folder, magics.run_dir or None))
-    except (OSError, ValueError):
+    except (OSError, ValueError, UsageError):
         log.warning("could not read what this notebook's directory remembers", exc_info=True)
         return
     if facts.waking:

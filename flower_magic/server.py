@@ -17,7 +17,7 @@ Routes, under ``{base_url}flower/api/``:
 - ``POST live?path=<dir>&run_dir=runs`` with ``{"op": "answer" | "remark" | "stop", "text", "id"}``:
   a message to the live run of that run dir (``core.live.post``, from the panel): 202 ``{"ok": true}``
   once it is in the run's inbox; 409 when no run is live there; 400 for a body that is not such an
-  object; 413 for a body over ``MAX_BODY_BYTES``.
+  object (a text or id holding a lone surrogate included); 413 for a body over ``MAX_BODY_BYTES``.
 
 Guarantees:
 - Every verb of every route requires an authenticated user (``@web.authenticated``) who is
@@ -57,6 +57,7 @@ from tornado import web
 
 from flower_magic.core import live as live_files
 from flower_magic.core.errors import UserError
+from flower_magic.core.printable import unwritable_at
 from flower_magic.core.words import phrases, pick_lang_or_default, say
 from flower_magic.panel import transcript
 from flower_magic.panel.confinement import Refused, confine_dir, inside, real_root, split_relative
@@ -362,6 +363,10 @@ class LiveHandler(_PanelHandler):
             raise _bad_request("lab_live_bad_field", name="text", n=live_files.MAX_WORDS_CHARS)
         if not isinstance(ask_id, str) or len(ask_id) > MAX_ASK_ID_CHARS:
             raise _bad_request("lab_live_bad_field", name="id", n=MAX_ASK_ID_CHARS)
+        for name, value in (("text", text), ("id", ask_id)):
+            at = unwritable_at(value)
+            if at is not None:  # JSON's "\ud800" is a lone surrogate: no inbox file can hold it
+                raise _bad_request("lab_live_not_text", name=name, at=at + 1)
         if op != "stop" and not text.strip():
             raise _bad_request("lab_live_no_words")
         return op, text, ask_id

@@ -1,14 +1,18 @@
 """The terminal view of a run: the same phrases as the notebook, printed as lines with ANSI colour.
 
-Agent text is sanitised before it reaches the terminal: escape sequences and control characters
-are removed, so a model (or a file it reads) cannot move the cursor, retitle the window or hide text.
+Guarantees:
+    - Every text printed here passes through ``core.printable.printable`` on its way out: in
+      ``TerminalView.line`` (each segment, before the view's own colours are added) and in ``echo``
+      (what a front end prints itself). So the model, a file it read, a remark someone sent or an
+      event log on disk cannot move the cursor, clear the screen, retitle the window, write the
+      clipboard or overwrite a line; the only escape sequences written are the view's colours, and
+      only to a terminal that takes them (``use_color``).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import sys
 import threading
@@ -17,32 +21,29 @@ from typing import Any, TextIO
 
 from flower_magic.core.errors import logged
 from flower_magic.core.events import Event
+from flower_magic.core.printable import printable
 from flower_magic.workflow.phrases import Line, result_line, status_line
 from flower_magic.workflow.view import shown
 
 _SGR = {"": "", "dim": "2", "bold": "1", "head": "1;36", "ok": "32", "bad": "31", "warn": "33", "note": "36"}
-_ESCAPES = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]|[\x00-\x08\x0b-\x1f\x7f]"
-)
-
-
-def sanitize(text: str) -> str:
-    """Agent text made safe for a terminal: no escape sequences, no control characters but newline and tab."""
-    return _ESCAPES.sub("", text)
-
-
 log = logging.getLogger(__name__)
 PROMPT = "  > "  # under a question: type the answer (or a number) and Enter
 
 
 def _clip(text: str, limit: int) -> str:
-    """Agent text for a terminal line: sanitised; cut at ``limit`` characters, saying how much was cut."""
-    text = sanitize(str(text))
+    """Agent text for a terminal line: printable; cut at ``limit`` characters, saying how much was cut."""
+    text = printable(str(text))
     return text if len(text) <= limit else f"{text[:limit]} …(+{len(text) - limit})"
 
 
 def use_color(stream: TextIO) -> bool:
     return stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+
+def echo(text: object = "", *, err: bool = False) -> None:
+    """Print one text a front end says itself (an error, a notice) to stdout or (``err``) stderr,
+    made printable: an error may quote a path, a step's error or a model's words."""
+    print(printable(str(text)), file=sys.stderr if err else sys.stdout, flush=True)
 
 
 class TerminalView:
@@ -68,10 +69,13 @@ class TerminalView:
     # -- printing -------------------------------------------------------------------------------------
 
     def line(self, segments: Line) -> None:
+        """Print one line; its text is made printable here, whoever built it (a heard remark, a
+        replayed log line, the wake banner), and only then coloured."""
+        safe = [(s, printable(str(t))) for s, t in segments]
         if self.color:
-            text = "".join(f"\x1b[{_SGR[s]}m{t}\x1b[0m" if _SGR.get(s) else t for s, t in segments)
+            text = "".join(f"\x1b[{_SGR[s]}m{t}\x1b[0m" if _SGR.get(s) else t for s, t in safe)
         else:
-            text = "".join(t for _, t in segments)
+            text = "".join(t for _, t in safe)
         with self._lock:
             self.out.write(text + "\n")
             self.out.flush()

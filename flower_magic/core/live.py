@@ -25,8 +25,9 @@ Guarantees:
     - ``Follower`` reads only whole lines and follows a log across a move to the next part.
     - ``live_state`` says a run is live only while its process holds the run lock (``core.runlock``):
       a process killed with ``kill -9`` is never shown as running.
-    - ``post`` checks before it writes: a run that is not live, an unknown kind, words too long, an
-      inbox that is not a folder each raise ``UserError`` and leave the run dir as it was.
+    - ``post`` checks before it writes: a run that is not live, an unknown kind, words too long or
+      not text (a lone surrogate), an inbox that is not a folder each raise ``UserError`` and leave
+      the run dir as it was.
     - The inbox skips anything that is not a regular file or is larger than ``MAX_MESSAGE_BYTES``;
       a message it cannot read is kept aside (``<name>.bad``), never lost silently.
 Not guaranteed:
@@ -54,6 +55,7 @@ from flower_magic.core import runlock
 from flower_magic.core.durable import BINARY, read_capped, write_atomic
 from flower_magic.core.errors import UserError, logged
 from flower_magic.core.events import Event
+from flower_magic.core.printable import unwritable_at
 
 log = logging.getLogger(__name__)
 
@@ -437,8 +439,8 @@ def post(run_dir: Path, op: str, *, text: str = "", ask_id: str = "", source: st
 
     Raises:
         NotLive: no process runs this run dir now.
-        UserError: an unknown ``op``, words longer than ``MAX_WORDS_CHARS``, or an inbox that is
-            not a folder. Nothing is written then.
+        UserError: an unknown ``op``, words longer than ``MAX_WORDS_CHARS`` or holding a lone
+            surrogate, or an inbox that is not a folder. Nothing is written then.
     """
     from flower_magic.core.words import pick_lang_or_default, say
 
@@ -447,6 +449,9 @@ def post(run_dir: Path, op: str, *, text: str = "", ask_id: str = "", source: st
         raise UserError(say("live_bad_op", lang, op=op[:40], ops=", ".join(OPS)))
     if not isinstance(text, str) or len(text) > MAX_WORDS_CHARS:
         raise UserError(say("live_too_long", lang, n=MAX_WORDS_CHARS))
+    at = next((i for i in (unwritable_at(text), unwritable_at(ask_id)) if i is not None), None)
+    if at is not None:  # a lone surrogate (a typed line's invalid UTF-8): no message file can hold it
+        raise UserError(say("live_not_text", lang, at=at + 1))
     state = live_state(run_dir)
     if state is None or not state.live:
         raise NotLive(say("live_none", lang, path=str(run_dir)))

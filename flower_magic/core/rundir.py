@@ -23,6 +23,7 @@ from typing import Any
 
 from flower_magic.core import lineage as lineage_file
 from flower_magic.core import manifest as manifest_file
+from flower_magic.core.printable import printable
 
 DEFAULT_RUN_DIR = "runs"
 SESSIONS_DB = "sessions.db"
@@ -244,7 +245,7 @@ class Snapshot:
         width = max(cols(text) for text in shown.values() if cols(text) <= DESCRIBE_ALIGN_COLS)
         lines = [say("facts_head", lang, folder=short_path(ws), run_dir=where)]
         lines += [f"  {shown[name]}{' ' * max(0, width - cols(shown[name]))}  # {meaning}" for name, meaning in rows]
-        return "\n".join(lines)
+        return printable("\n".join(lines))  # printed as it is: the folder's name may hold anything
 
     def __str__(self) -> str:
         return self.describe()

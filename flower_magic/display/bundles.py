@@ -13,11 +13,11 @@ from typing import Any
 
 from flower_magic.core.goal import UNVERIFIABLE_RE
 from flower_magic.core.manifest import totals
+from flower_magic.core.printable import printable
 from flower_magic.core.rundir import Snapshot
 from flower_magic.core.words import human_elapsed, human_tokens, say, short_path
 from flower_magic.display import html
 from flower_magic.display.goals import goal_lines, marks_of
-from flower_magic.terminal import sanitize
 from flower_magic.workflow.phrases import Line, problem_line, wake_banner
 
 ERROR_CHARS = 80  # the manifest's error column: enough to tell interrupted from an API error
@@ -26,7 +26,7 @@ NUMERIC = frozenset({2, 3, 4, 5, 7, 8})  # cost, turns, time, attempts, hand-off
 
 def _bundle(lines: Sequence[Line], extra_html: str = "", extra_text: str = "") -> dict[str, str]:
     text = html.lines_text(lines) + (f"\n{extra_text}" if extra_text else "")
-    return {"text/plain": sanitize(text), "text/html": html.wrap(html.lines_html(lines) + extra_html)}
+    return {"text/plain": printable(text), "text/html": html.wrap(html.lines_html(lines) + extra_html)}
 
 
 def _head(facts: Snapshot, lang: str) -> list[Line]:
@@ -63,12 +63,12 @@ def _number(value: Any) -> float:
 def _cells(row: Mapping[str, Any], lang: str) -> list[html.Cell]:
     ok = row.get("ok") is True
     retired = row.get("retired")
-    error = "" if ok else sanitize(str(row.get("error") or ""))
+    error = "" if ok else printable(str(row.get("error") or ""))
     if len(error) > ERROR_CHARS:
         error = error[:ERROR_CHARS] + "…"
     context = int(_number(row.get("context")))
     return [
-        ("", sanitize(str(row.get("step") or "?"))),
+        ("", printable(str(row.get("step") or "?"))),
         ("ok", "+") if ok else ("bad", "x"),
         ("", f"${_number(row.get('cost_usd')):.4f}"),
         ("", str(int(_number(row.get("num_turns"))))),
@@ -125,10 +125,10 @@ def status_bundle(
         checks = list(marks)
     doubtful = [c for c in checks if UNVERIFIABLE_RE.search(c)]
     goal = goal_lines(
-        [sanitize(c) for c in checks],
-        {sanitize(k): v for k, v in marks.items()},
+        [printable(c) for c in checks],
+        {printable(k): v for k, v in marks.items()},
         lang,
-        unverifiable=[sanitize(c) for c in doubtful],
+        unverifiable=[printable(c) for c in doubtful],
     ) or [[("dim", "- " + say("no_goal", lang))]]
     head_html = html.lines_html(lines)
     head_text = html.lines_text(lines)
@@ -140,7 +140,7 @@ def status_bundle(
     if not rows:
         empty = [[("dim", say("no_rows", lang))]]
         return {
-            "text/plain": sanitize(head_text + "\n\n" + html.lines_text(empty) + story_text),
+            "text/plain": printable(head_text + "\n\n" + html.lines_text(empty) + story_text),
             "text/html": html.wrap(head_html + f'<div class="fm-box">{html.lines_html(empty)}</div>' + story_html),
         }
     shown = list(rows)[-max(1, max_rows) :]
@@ -168,7 +168,7 @@ def status_bundle(
         [html.line_text(caption), html.table_text(headers, table, numeric=NUMERIC), html.line_text(summary)]
     )
     return {
-        "text/plain": sanitize(head_text + "\n\n" + rows_text + story_text),
+        "text/plain": printable(head_text + "\n\n" + rows_text + story_text),
         "text/html": html.wrap(head_html + f'<div class="fm-box">{rows_html}</div>' + story_html),
     }
 

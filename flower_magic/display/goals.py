@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from flower_magic.core.printable import printable
 from flower_magic.core.words import say
-from flower_magic.terminal import sanitize
 from flower_magic.workflow.phrases import Line
 
 REASON_CHARS = 300  # one readable line of the judge's reason; the full text is in the judge's session
@@ -60,7 +60,7 @@ def verdict_line(verdict: Mapping[str, Any], lang: str = "zh") -> Line:
     line: Line = [("dim", say("verdict", lang, round=verdict.get("round") or "?", state="")), (style, shown)]
     reason = str(verdict.get("reason") or "").strip()
     if reason:
-        first = sanitize(reason.splitlines()[0])
+        first = printable(reason.splitlines()[0])
         if len(first) > REASON_CHARS:
             first = first[:REASON_CHARS] + "…"
         line.append(("dim", " — " + first))
@@ -97,7 +97,7 @@ def goal_lines(
     summary = say("goal_summary", lang, passed=passed, failed=failed, pending=len(checks) - passed - failed)
     lines: list[Line] = [[("bold", say("goals", lang, n=len(checks))), ("dim", " · " + summary)]]
     for check in checks:
-        lines.append([_mark(check, marks, doubtful), ("", " " + sanitize(check))])
+        lines.append([_mark(check, marks, doubtful), ("", " " + printable(check))])
     if verdict:
         lines.append(verdict_line(verdict, lang))
     return lines

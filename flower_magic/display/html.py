@@ -1,9 +1,12 @@
 """Pure render functions: phrase lines (``(style, text)`` segments) to escaped HTML and plain text.
 
 Guarantees:
-    - Every piece of data goes through ``esc`` (``html.escape`` with quotes) before it becomes HTML;
-      styles become class names only from the fixed ``STYLES`` set. No function here accepts
-      ready-made HTML from a caller except ``wrap`` and ``details``, whose HTML comes from here.
+    - Every piece of data goes through ``esc`` (``core.printable.printable``, then ``html.escape``
+      with quotes) before it becomes HTML; styles become class names only from the fixed ``STYLES``
+      set. The plain text (``line_text``, ``lines_text``, ``table_text``) is made printable too: a
+      text/plain output may be shown by a terminal (jupyter console, nbconvert's output, a log).
+      No function here accepts ready-made HTML from a caller except ``wrap`` and ``details``,
+      whose HTML comes from here.
     - One ``<style>`` block (``STYLE``), every rule scoped under ``.flower-magic``; colours are
       JupyterLab's ``--jp-*`` variables, with fallbacks that read on light and dark backgrounds
       (the text colour itself is inherited, so a frontend without those variables keeps its own).
@@ -16,6 +19,7 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
+from flower_magic.core.printable import printable
 from flower_magic.core.words import cols
 from flower_magic.workflow.phrases import Line
 
@@ -121,8 +125,8 @@ Cell = tuple[str, str]  # (style, text) in a table
 
 
 def esc(text: object) -> str:
-    """Data made safe for HTML text and attribute values."""
-    return html.escape(str(text), quote=True)
+    """Data made safe for HTML text and attribute values (and printable: no raw ESC in a page)."""
+    return html.escape(printable(str(text)), quote=True)
 
 
 def spans(line: Line) -> str:
@@ -147,7 +151,7 @@ def lines_html(lines: Sequence[Line], *, sub: bool = False) -> str:
 
 
 def line_text(line: Line) -> str:
-    return "".join(text for _, text in line)
+    return printable("".join(text for _, text in line))
 
 
 def lines_text(lines: Sequence[Line]) -> str:
@@ -216,7 +220,7 @@ def table_html(headers: Sequence[str], rows: Sequence[Sequence[Cell]], *, numeri
 
 def table_text(headers: Sequence[str], rows: Sequence[Sequence[Cell]], *, numeric: frozenset[int]) -> str:
     """The same table as aligned plain text (CJK counts as two columns)."""
-    grid = [list(headers)] + [[text for _, text in row] for row in rows]
+    grid = [[printable(h) for h in headers]] + [[printable(text) for _, text in row] for row in rows]
     widths = [max(cols(r[i]) for r in grid) for i in range(len(headers))]
     out = []
     for r in grid:

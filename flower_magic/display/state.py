@@ -9,8 +9,8 @@ the window), and the questions still waiting. ``RunView`` renders it.
 Guarantees:
     - Thread-safe: every public method holds ``lock`` (an ``RLock``); callers that render several
       parts hold it around all of them to get one consistent snapshot.
-    - Agent text is sanitised (terminal escapes and control characters removed) when it arrives
-      and escaped when rendered; a single text is capped at ``MAX_TEXT_CHARS``.
+    - Agent text is made printable (``core.printable``: no escape sequence, no control character)
+      when it arrives and escaped when rendered; a single text is capped at ``MAX_TEXT_CHARS``.
     - The context the header shows is the main session's of the step that runs (never a judge's or
       a subagent's); before any arrives, the work session's as the wake banner said it.
     - With ``answers_in_place`` (a widget answers questions), a waiting question is in ``open_asks``
@@ -27,13 +27,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flower_magic.core.events import Event
+from flower_magic.core.printable import printable
 from flower_magic.core.rundir import WORK_STEP, Snapshot
 from flower_magic.core.words import say
 from flower_magic.display import html
 from flower_magic.display.goals import check_states, goal_lines, marks_of, verdict_line
 from flower_magic.display.header import Header, checklist_html, header_html
 from flower_magic.display.log import Entry, RunLog
-from flower_magic.terminal import sanitize
 from flower_magic.workflow.phrases import (
     Line,
     explain_error,
@@ -52,8 +52,8 @@ HEADER_COLS = 80  # the step header's text width in text/plain (HTML stretches t
 
 
 def clip(text: str, limit: int) -> str:
-    """``text`` sanitised and cut at ``limit`` characters, saying how much was cut."""
-    text = sanitize(str(text))
+    """``text`` made printable and cut at ``limit`` characters, saying how much was cut."""
+    text = printable(str(text))
     return text if len(text) <= limit else f"{text[:limit]} …(+{len(text) - limit})"
 
 
@@ -187,7 +187,7 @@ class RunState:
             problem = problem_line(banner_facts, lang)
             if problem:
                 self.head.append(problem)
-        self.goals: list[str] = [sanitize(str(c)) for c in goal_checks]
+        self.goals: list[str] = [printable(str(c)) for c in goal_checks]
         self.marks: dict[str, bool] = {}
         self.unverifiable: set[str] = set()
         self.verdict: dict[str, Any] | None = None
@@ -228,7 +228,7 @@ class RunState:
         """Append one phrase line to the log (a notice from the front end, e.g. "archived")."""
         with self.lock:
             if self.ended is None:
-                self._add(Entry([[(style, sanitize(text)) for style, text in line]]))
+                self._add(Entry([[(style, printable(text)) for style, text in line]]))
 
     def step_done(self, result: Any) -> None:
         """The result line of a finished step (``StepResult``: ok, num_turns, cost_usd, duration_s)."""
@@ -256,7 +256,7 @@ class RunState:
     def set_goals(self, checks: Sequence[str]) -> None:
         """Replace the goal list (a re-derived 目标.md); marks of unchanged checks are kept."""
         with self.lock:
-            self.goals = [sanitize(str(c)) for c in checks]
+            self.goals = [printable(str(c)) for c in checks]
             self.changed = True
 
     def finish(self, ctx: Mapping[str, Any] | None, total_cost: float, manifest: str) -> None:
@@ -268,14 +268,14 @@ class RunState:
             self.ended = time.monotonic()
             self.open_asks.clear()
             if manifest or total_cost:
-                self.closing.append(total_line(total_cost or self.cost, sanitize(manifest) or "-", self.lang))
+                self.closing.append(total_line(total_cost or self.cost, printable(manifest) or "-", self.lang))
             failed = (ctx or {}).get("_failed_at")
             if failed:
                 self.failed = True
                 why = (ctx or {}).get("_aborted")
                 if why:
                     self.closing.append([("bad", "! " + clip(str(why), 600))])
-                self.closing.append([("bad", say("aborted", self.lang, step=sanitize(str(failed))))])
+                self.closing.append([("bad", say("aborted", self.lang, step=printable(str(failed))))])
             if any(s.ok is False for s in self.sections):
                 self.failed = True
             self.changed = True
@@ -366,13 +366,13 @@ class RunState:
             self.verdict = {k: p.get(k) for k in ("verdict", "reason", "round")}
             self.rounds_seen += 1
             checks = [c for c in p.get("checks") or [] if isinstance(c, Mapping)]
-            marks = {sanitize(k): v for k, v in marks_of(checks).items()}
+            marks = {printable(k): v for k, v in marks_of(checks).items()}
             if marks and list(marks) != self.goals:
                 self.goals = list(marks)  # the goal the judge judged is the goal now
             self.marks.update(marks)
             self.changed = True
         if isinstance(p.get("unverifiable"), list):
-            self.unverifiable = {sanitize(str(c)) for c in p["unverifiable"]}
+            self.unverifiable = {printable(str(c)) for c in p["unverifiable"]}
             self.changed = True
         if what.lines:
             self._add(Entry(what.lines))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from flower_magic.core.errors import UserError, check_dir, check_files, has_credentials
 from flower_magic.core.handoff import WINDOW_1M_TOKENS, default_window
+from flower_magic.core.printable import unwritable_at
 from flower_magic.core.rundir import RunDir
 from flower_magic.core.storage import SESSIONS_ENV, StoreLocation, choose_store
 from flower_magic.core.words import LANGS, pick_lang, pick_lang_or_default, say
@@ -70,6 +71,12 @@ class TaskTooBig(GoError):
                 limit=f"{limit_chars:,}",
             )
         )
+
+
+class NotText(GoError):
+    """The task, the workspace or the run dir holds what no prompt, JSON record or Claude Code can
+    take (invalid UTF-8 bytes from a command line or a folder's name, a lone surrogate from a
+    notebook cell): said as one line, like ``TaskTooBig``, with where it is."""
 
 
 def task_limit_chars(window_tokens: int) -> int:
@@ -154,7 +161,17 @@ class GoOptions:
         size, limit = cli_chars(self.task), task_limit_chars(window)
         if size > limit:
             raise TaskTooBig(size, limit, window, lang)
+        at = unwritable_at(self.task)
+        if at is not None:  # invalid UTF-8 on a command line, a lone surrogate in a cell
+            raise NotText(say("opt_not_text", lang, what=say("what_task", lang), at=at + 1))
+        for what, path in (("what_workspace", self.workspace), ("what_run_dir", self.run_dir)):
+            if path is not None and "\x00" in str(path):  # %config or a magic's line; no OS call takes it
+                raise GoError(say("opt_nul", lang, what=say(what, lang)))
         rd = RunDir.at(self.workspace, self.run_dir)
+        for what, path in (("what_workspace", rd.workspace), ("what_run_dir", rd.path)):
+            at = unwritable_at(str(path))
+            if at is not None:  # Claude Code cannot work there, and no JSON record can name it
+                raise NotText(say("opt_path_not_text", lang, what=say(what, lang), at=at + 1))
         self.workspace, self.run_dir = rd.workspace, rd.path
         self.store_location()
         from flower_magic.core.launcher import WATCHDOG_ENV, WATCHDOG_MODES, watchdog_mode

@@ -1,0 +1,309 @@
+"""Text from outside reaches no terminal raw and no page unescaped (issue 22, item 7 and acceptance e):
+a remark's OSC 52 / OSC 0 / CSI 2J reached the terminal and ``flower --attach`` followers as it was,
+and the ``--status`` HTML story kept raw ESC.
+
+One hostile text goes into every field of every kind of event, record and fact a view shows, and
+through every view: the terminal (``TerminalView``, as a run prints and as ``--attach`` follows a
+log), the notebook (``RunView`` as HTML and as widgets, a cell following a log), ``--status`` (text and
+HTML, with the last run's story), the wake banner and ``wake_state``. The real command on a live run
+is in ``test_a_remark_with_escapes_reaches_no_terminal_raw`` (slow).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flower_magic.core.events import Event
+from flower_magic.core.live import LiveRun, Watch, show
+from flower_magic.core.rundir import RunDir, Snapshot
+from flower_magic.display import RunView
+from flower_magic.display.attach import follow
+from flower_magic.display.bundles import banner_bundle, status_of
+from flower_magic.terminal import TerminalView
+from flower_magic.workflow.go import GoOptions, snapshot
+from flower_magic.workflow.phrases import problem_line, wake_banner
+
+# What a hostile model, file or person writes: markup, an attribute break-out, and the terminal's
+# commands: OSC 52 (clipboard), OSC 0 (title), CSI 2J (clear), a colour, 8-bit CSI, a carriage
+# return, a backspace, DEL, a bidi override.
+PAYLOAD = "cHduZWQ="
+TITLE = "PWNED-TITLE"
+HOSTILE = (
+    '<script>alert(1)</script> x"onload=alert(2) '
+    f"\x1b]52;c;{PAYLOAD}\x07\x1b]0;{TITLE}\x07\x1b[2J\x1b[1;31m\x9b2J\x1b[0m"
+    "A\rB\x08C\x7fD\u202eE 中文 😀 end"
+)
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+SGR = re.compile(r"\x1b\[[0-9;]*m")  # the only sequence a view writes itself: its own colours
+# A tool call's input is shown as JSON, where an ESC is the six visible characters \u001b: the
+# sequence is then text a person reads, payload included, and acts on nothing.
+AS_JSON = re.compile(r"\\u001b\](?:52;c;" + PAYLOAD + "|0;" + TITLE + ")")
+
+
+class Tty(io.StringIO):
+    """A terminal that takes colours (``use_color`` asks ``isatty``)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def assert_terminal_safe(out: str) -> None:
+    """Nothing but the view's own colours acts on a terminal; the hostile text is still shown, as text."""
+    assert not CONTROL.search(SGR.sub("", out)), repr(CONTROL.search(SGR.sub("", out)))
+    rest = AS_JSON.sub("", out)
+    assert PAYLOAD not in rest and TITLE not in rest  # a sequence goes whole, payload and all
+    assert "<script>alert(1)</script>" in out and "中文 😀 end" in out
+
+
+def assert_page_safe(page: str) -> None:
+    """Markup from outside is text on the page (escaped), and the page holds no raw control character."""
+    assert "<script" not in page and '"onload=' not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "x&quot;onload=alert(2)" in page
+    assert not CONTROL.search(page), repr(CONTROL.search(page))
+    rest = AS_JSON.sub("", page)
+    assert PAYLOAD not in rest and TITLE not in rest and "中文 😀 end" in page
+
+
+class Result:
+    """A step's result as views read it."""
+
+    def __init__(self, *, ok: bool, error: str | None = None) -> None:
+        self.ok, self.num_turns, self.cost_usd, self.duration_s, self.error = ok, 2, 0.5, 3.0, error
+
+
+VERDICT_CHECKS = [{"check": HOSTILE, "passed": False}]
+
+
+def events(h: str = HOSTILE) -> list[Event]:
+    """Every kind of event a view shows, with ``h`` in each field it shows."""
+    return [
+        Event("step", h, payload={"index": 1, "total": 3, "resumed": True, "woke": 2}),
+        Event("step", h, payload={"judge": True}),
+        Event("text", h, payload={"context": 1200}),
+        Event("text", h, payload={"subagent": True}),
+        Event("thinking", h),
+        Event("tool_call", h, tool=h, payload={"id": "t1", "input": {"command": h}}),
+        Event("tool_result", h, payload={"tool_use_id": "t1", "is_error": True}),
+        Event("tool_result", h, payload={"tool_use_id": "t1"}),
+        Event("retry", h),
+        Event("notice", h),
+        Event("error", h),
+        Event("handoff", h),
+        Event(
+            "handoff",
+            h,
+            payload={
+                "phase": "done",
+                "context": 150_000,
+                "window": 200_000,
+                "path": h,
+                "sections": {"doing": h, "decided": h, "deadends": h, "next": h},
+            },
+        ),
+        Event("ask", h, payload={"id": "q1", "options": [h, "csv"], "state": "asked"}),
+        Event("ask", h, payload={"id": "q1", "options": [h, "csv"], "state": "answered", "answer": h}),
+        Event("ask", h, payload={"id": "q2", "options": [h], "state": h}),
+        Event("ask", h, payload={"kind": "mail", "state": "delivered", "id": h}),
+        Event("task", h, payload={"unverifiable": [h]}),
+        Event("task", "", payload={"kind": "verdict", "verdict": h, "reason": h, "round": 1, "checks": VERDICT_CHECKS}),
+        Event("system", h),
+    ]
+
+
+# The records a log adds to events (a remark heard, a front end's line, a goal list, a step's result).
+RECORDS: list[dict[str, Any]] = [
+    {"type": "heard", "op": "remark", "text": HOSTILE, "from": "terminal", "took": True},
+    {"type": "heard", "op": "answer", "text": HOSTILE, "from": "panel", "took": False},
+    {"type": "line", "line": [["note", HOSTILE], [HOSTILE, HOSTILE]]},
+    {"type": "goals", "checks": [HOSTILE]},
+    {"type": "step", "ok": False, "error": HOSTILE, "num_turns": 1, "cost_usd": 0.1, "duration_s": 1.0},
+]
+END_CTX = {"_failed_at": HOSTILE, "_aborted": HOSTILE}
+
+
+def hostile_workspace(tmp_path: Path) -> Path:
+    """A workspace whose folder name itself holds the escapes (a cloned repository may), waking: a
+    confirmed brief, goals and a manifest row whose step and error are hostile."""
+    ws = tmp_path / f"ws-\x1b]0;{TITLE}\x07-\x1b[2J"
+    notes = ws / ".flower" / "notes"
+    notes.mkdir(parents=True)
+    (notes / "需求.md").write_text(
+        f"## 目标\n{HOSTILE}\n\n## 验收标准\n- {HOSTILE}\n\n## 边界\n{HOSTILE}\n\n## 未知与假设\n无\n", encoding="utf-8"
+    )
+    (notes / "目标.md").write_text(f"## 目标\n{HOSTILE}\n\n## 判定清单\n- {HOSTILE}\n- ok\n", encoding="utf-8")
+    runs = ws / "runs"
+    runs.mkdir()
+    row = {"step": HOSTILE, "session_id": "s", "ok": False, "error": HOSTILE, "cost_usd": 0.5, "run": "r1"}
+    (runs / "manifest.json").write_text(json.dumps([row], ensure_ascii=False), encoding="utf-8")
+    return ws
+
+
+def record_log(run_dir: Path) -> None:
+    """A run's event log, as the real ``LiveRun`` writes it, holding the hostile text everywhere."""
+    live = LiveRun(run_dir, front_end="background", start={"lang": "en", "verbose": True, "rounds": 2})
+    for ev in events():
+        live.sink(ev)
+    live.log.record("heard", op="remark", text=HOSTILE, took=True, **{"from": "terminal"})
+    live.line([("note", HOSTILE)])
+    live.on_step(None, Result(ok=False, error=HOSTILE))
+    live.end(END_CTX, 0.5, HOSTILE)
+
+
+# -- the terminal ---------------------------------------------------------------------------------------
+
+
+def test_the_terminal_view_prints_no_escape_from_any_event_or_record(tmp_path: Path) -> None:
+    """Guards the heard remark's path (``view.line(heard_line(...))``), which printed the remark raw,
+    and every other way text reaches a terminal: events, replayed records, the wake banner."""
+    out = Tty()
+    view = TerminalView("en", verbose=True, out=out)
+    assert view.color  # the view's own colours are on, so the check tells them from the hostile text
+    ws = hostile_workspace(tmp_path)
+    facts = snapshot(RunDir.at(ws))
+    view.line(wake_banner(facts, "en"))
+    view.line(problem_line(Snapshot(RunDir.at(ws), problem=HOSTILE), "en") or [])
+    for ev in events():
+        view(ev)
+    for record in RECORDS:
+        show(view, record, "en")
+    view.on_step(None, Result(ok=False, error=HOSTILE))
+    assert_terminal_safe(out.getvalue())
+    assert out.getvalue().count("\n") > 30  # it did print: each event its lines
+
+
+def test_attach_replays_a_hostile_log_into_the_terminal_without_escapes(tmp_path: Path) -> None:
+    """``flower --attach``: a log on disk (what any process wrote) is followed into a terminal."""
+    run_dir = tmp_path / "runs"
+    run_dir.mkdir()
+    record_log(run_dir)
+    out = Tty()
+    end = Watch(run_dir, TerminalView("en", verbose=True, out=out), "en").run()
+    assert end is not None
+    assert_terminal_safe(out.getvalue())
+
+
+def test_wake_state_prints_no_escape_from_the_folder_name(tmp_path: Path) -> None:
+    """``print(wake_state(...))`` names the folder, and a folder's name may hold escapes."""
+    ws = hostile_workspace(tmp_path)
+    text = str(snapshot(RunDir.at(ws)))
+    assert not CONTROL.search(text) and TITLE not in text and "ws-" in text
+
+
+# -- the notebook ---------------------------------------------------------------------------------------
+
+
+def _fed(mode: str, **kw: Any) -> RunView:
+    view = RunView("en", verbose=True, rounds=2, goal_checks=[HOSTILE], mode=mode, interval_s=3600.0, **kw)
+    for ev in events():
+        view.sink(ev)
+    for record in RECORDS:
+        show(view, record, "en")
+    view.on_step(None, Result(ok=False, error=HOSTILE))
+    return view
+
+
+def test_the_notebook_view_escapes_every_text_as_html_and_plain_text(tmp_path: Path) -> None:
+    ws = hostile_workspace(tmp_path)
+    view = _fed("html", banner_facts=snapshot(RunDir.at(ws)))
+    view.close(END_CTX, 0.5, HOSTILE)
+    bundle = view.bundle()
+    assert_page_safe(bundle["text/html"])
+    assert_terminal_safe(bundle["text/plain"])  # jupyter console and nbconvert print text/plain
+
+
+def _widget_texts(widget: Any) -> tuple[list[str], list[str]]:
+    """(the HTML values, every other text) of a widget tree, as the frontend is sent them."""
+    import ipywidgets as w
+
+    pages, texts = [], []
+    for name, value in widget.get_state().items():
+        values = value if isinstance(value, (list, tuple)) else [value]
+        for v in values:
+            if isinstance(v, str) and not v.startswith("IPY_MODEL_"):
+                (pages if isinstance(widget, w.HTML) and name == "value" else texts).append(v)
+    for child in getattr(widget, "children", ()):
+        more_pages, more_texts = _widget_texts(child)
+        pages += more_pages
+        texts += more_texts
+    return pages, texts
+
+
+def test_the_widget_view_sends_the_frontend_no_unescaped_markup_and_no_escape(tmp_path: Path) -> None:
+    """Sections' titles, log chunks, the header, the goal list and the question card (its question
+    in HTML, its options as button labels and tooltips)."""
+    pytest.importorskip("ipywidgets")
+    ws = hostile_workspace(tmp_path)
+    view = RunView("en", verbose=True, goal_checks=[HOSTILE], mode="widget", interval_s=3600.0)
+    view.state.head.append(wake_banner(snapshot(RunDir.at(ws)), "en"))
+    view.attach(lambda ask_id, text: None, in_place=True)
+    for ev in [e for e in events() if e.payload.get("state") != "answered"]:
+        view.sink(ev)
+    for record in RECORDS:
+        show(view, record, "en")
+    view._render()
+    assert view._widgets is not None and view._widgets._asks  # the question card is up
+    (_, card), *_ = view._widgets._asks.values()
+    assert "<script>alert(1)</script>" in card.options[0].tooltip  # the option is there, as text
+    pages, texts = _widget_texts(view._widgets.root)
+    page = "".join(pages)
+    assert_page_safe(page)
+    assert not any(CONTROL.search(t) for t in texts), [t for t in texts if CONTROL.search(t)]
+    assert not any(PAYLOAD in t or TITLE in t for t in texts)
+    view.close()
+
+
+def test_a_cell_following_a_hostile_log_shows_it_escaped(tmp_path: Path) -> None:
+    run_dir = tmp_path / "runs"
+    run_dir.mkdir()
+    record_log(run_dir)
+    attached = follow(run_dir, lang="en", mode="html", poll_s=0.01, lead=[[("dim", HOSTILE)]], goal_checks=[HOSTILE])
+    attached.join(30)
+    assert attached.over
+    bundle = attached.view.bundle()
+    assert_page_safe(bundle["text/html"])
+    assert_terminal_safe(bundle["text/plain"])
+
+
+# -- --status and the banner ------------------------------------------------------------------------------
+
+
+def test_status_and_its_story_hold_no_raw_escape_in_text_or_html(tmp_path: Path) -> None:
+    """Guards ``--status``'s HTML story, which kept the remark's ESC characters raw."""
+    ws = hostile_workspace(tmp_path)
+    record_log(ws / "runs")
+    bundle = status_of(GoOptions(task="", workspace=ws, lang="en").check())
+    assert "<script>alert(1)</script>" in bundle["text/plain"]  # the story is there
+    assert_page_safe(bundle["text/html"])
+    assert_terminal_safe(bundle["text/plain"])
+
+
+def test_the_wake_banner_holds_no_raw_escape(tmp_path: Path) -> None:
+    ws = hostile_workspace(tmp_path)
+    facts = Snapshot(snapshot(RunDir.at(ws)).rundir, waking=True, checks=2, problem=HOSTILE)
+    bundle = banner_bundle(facts, "en", hint=True)
+    assert "<script>alert(1)</script>" in bundle["text/plain"]
+    assert_page_safe(bundle["text/html"])
+    assert_terminal_safe(bundle["text/plain"])
+
+
+def test_flower_status_prints_no_raw_escape(tmp_path: Path) -> None:
+    """The real command: ``flower --status`` on a directory whose log, notes and manifest are hostile."""
+    ws = hostile_workspace(tmp_path)
+    record_log(ws / "runs")
+    env = {**os.environ, "FLOWER_LANG": "en", "PYTHONIOENCODING": "utf-8"}
+    out = subprocess.run(
+        [sys.executable, "-m", "flower_magic.cli", "--status"], cwd=ws, env=env, capture_output=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr.decode(errors="replace")
+    text = out.stdout.decode("utf-8")
+    assert_terminal_safe(text)
+    assert out.stderr == b""
