@@ -17,11 +17,13 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from flower_magic.core import live
 from flower_magic.core.events import Event
 from flower_magic.core.live import LiveRun, Watch, show
 from flower_magic.core.rundir import RunDir, Snapshot
@@ -29,8 +31,11 @@ from flower_magic.display import RunView
 from flower_magic.display.attach import follow
 from flower_magic.display.bundles import banner_bundle, status_of
 from flower_magic.terminal import TerminalView
+from flower_magic.testing import FakeAnthropic, Reply, Request, text
+from flower_magic.testing.roles import role_of
 from flower_magic.workflow.go import GoOptions, snapshot
 from flower_magic.workflow.phrases import problem_line, wake_banner
+from tests.helpers import wait_until
 
 # What a hostile model, file or person writes: markup, an attribute break-out, and the terminal's
 # commands: OSC 52 (clipboard), OSC 0 (title), CSI 2J (clear), a colour, 8-bit CSI, a carriage
@@ -307,3 +312,156 @@ def test_flower_status_prints_no_raw_escape(tmp_path: Path) -> None:
     text = out.stdout.decode("utf-8")
     assert_terminal_safe(text)
     assert out.stderr == b""
+
+
+# -- the real command on a live run ------------------------------------------------------------------------
+
+TASK = "清洗 CSV 任务-E5"
+BRIEF = "确认书。\n\n## 目标\n清洗 CSV。\n\n## 验收标准\n- clean.py 能运行\n\n## 边界\n不联网。\n\n## 未知与假设\n无\n"
+GOAL = "## 目标\nclean.py 能用\n\n## 判定清单\n- clean.py 能运行\n"
+ACHIEVED = "## 结论\n达成\n\n## 理由\n看过了。\n\n## 未通过\n(无)\n"
+REMARK_MARK = "REMARK-R7"
+REMARK = f"{REMARK_MARK} {HOSTILE}"
+TYPED_MARK = "TYPED-T3"
+
+
+class Model:
+    """The worker holds its reply until a remark and then a typed line reach it; then it is done, and
+    says the hostile text itself (the model's words reach the same terminals)."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+
+    def __call__(self, request: Request) -> Reply:
+        role = role_of(request)
+        if role == "clarifier":
+            return text(BRIEF)
+        if role == "goal":
+            return text(GOAL)
+        if role == "judge":
+            return text(ACHIEVED)
+        said = json.dumps(request.messages, ensure_ascii=False)
+        if TYPED_MARK in said:
+            return text(f"done. {HOSTILE}")
+        return text("noted" if REMARK_MARK in said else "working", hold=self.gate)
+
+
+class Terminal:
+    """A pseudo-terminal a process writes to (so the view's colours are on), read on a thread. Raw
+    mode: the bytes read are the bytes written (no newline translation)."""
+
+    def __init__(self) -> None:
+        import pty
+        import tty
+
+        self.master, self.slave = pty.openpty()
+        tty.setraw(self.slave)
+        self._out = bytearray()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:  # EIO: every writer closed the other end
+                return
+            if not chunk:
+                return
+            self._out += chunk
+
+    def started(self) -> None:
+        """The child holds the other end now: the test's copy goes, so the end reads as EOF."""
+        os.close(self.slave)
+
+    def text(self) -> str:
+        self._thread.join(timeout=30)
+        os.close(self.master)
+        return self._out.decode("utf-8")
+
+
+def _worker_said(api: FakeAnthropic, mark: str) -> str | None:
+    for request in api.requests:
+        if role_of(request) == "worker":
+            said = json.dumps(request.messages, ensure_ascii=False)
+            if mark in said:
+                return said
+    return None
+
+
+def _on(term: Terminal | None, ws: Path, env: dict[str, str], *args: str, stdin: Any = subprocess.DEVNULL) -> Any:
+    proc = subprocess.Popen(
+        ["flower", *args],
+        cwd=ws,
+        env=env,
+        stdin=stdin,
+        stdout=term.slave if term is not None else subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    if term is not None:
+        term.started()
+    return proc
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("where", ["background", "foreground"])
+def test_a_remark_with_escapes_reaches_no_terminal_raw(
+    fake_api: FakeAnthropic, child_env: dict[str, str], workspace: Path, where: str
+) -> None:
+    """Guards the remark's OSC 52 / OSC 0 / CSI 2J that reached the run's terminal and every
+    ``flower --attach`` follower raw. A live run (``flower --detach``, or ``flower`` in the
+    foreground on a terminal) waits on its model; ``flower "<remark>"`` sends the hostile words and
+    follows; ``flower --attach`` follows on a terminal and types a line that is not UTF-8 (it reaches
+    the model with U+FFFD, and the reading thread goes on); the model answers with the hostile text.
+    Every terminal shows all of it, as text, and nothing but its own colours acts on it."""
+    model = Model()
+    fake_api.default = model
+    env = {k: v for k, v in child_env.items() if k != "NO_COLOR"}
+    env.update(FLOWER_LANG="en", TERM="xterm-256color", LC_ALL="C.UTF-8", PYTHONUTF8="0")
+    run_dir = workspace / "runs"
+    procs: list[tuple[str, subprocess.Popen[bytes], Terminal | None]] = []
+    try:
+        if where == "background":
+            rc = subprocess.run(["flower", "--detach", "--rounds", "1", TASK], cwd=workspace, env=env, timeout=120)
+            assert rc.returncode == 0
+        else:
+            run_term = Terminal()
+            runner = _on(run_term, workspace, env, "--rounds", "1", TASK, stdin=subprocess.PIPE)
+            procs.append(("the run", runner, run_term))
+        wait_until(lambda: _worker_said(fake_api, "") is not None, "the worker's first request", give_up_s=120)
+        wait_until(lambda: (live.live_state(run_dir) or live.LiveState()).live, "the run to be live")
+
+        attach_term = Terminal()
+        follower = _on(attach_term, workspace, env, "--attach", stdin=subprocess.PIPE)
+        procs.append(("flower --attach", follower, attach_term))
+        sender_term = Terminal()
+        procs.append(("flower <remark>", _on(sender_term, workspace, env, REMARK), sender_term))
+        wait_until(lambda: _worker_said(fake_api, REMARK_MARK), "the remark to reach the model", give_up_s=120)
+
+        assert follower.stdin is not None
+        follower.stdin.write(f"{TYPED_MARK} ".encode() + b"\xff\xfe csv\n")
+        follower.stdin.flush()
+        wait_until(lambda: _worker_said(fake_api, TYPED_MARK), "the typed line to reach the model", give_up_s=120)
+        assert f"{TYPED_MARK} \ufffd\ufffd csv" in str(_worker_said(fake_api, TYPED_MARK))
+
+        outputs: dict[str, str] = {}
+        for name, proc, term in procs:
+            _, err = proc.communicate(timeout=240)
+            assert proc.returncode == 0, (name, err.decode(errors="replace"))
+            assert b"Traceback" not in err, (name, err.decode(errors="replace"))
+            outputs[name] = term.text() if term is not None else ""
+    finally:
+        model.gate.set()
+        for _, proc, _ in procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.__exit__(None, None, None)  # closes its pipes and waits
+    for name, out in outputs.items():
+        assert "\x1b[" in out, name  # on a terminal: the view's colours are on
+        assert_terminal_safe(out)
+        assert REMARK_MARK in out and "done. " in out, name  # the remark heard and the model's answer, as text
+    if where == "background":
+        runner_log = (run_dir / live.RUNNER_LOG_NAME).read_text(encoding="utf-8")
+        assert not CONTROL.search(runner_log) and "Traceback" not in runner_log
+    assert live.read_log(run_dir)[-1]["type"] == "end"

@@ -215,9 +215,15 @@ def held(tmp_path: Path) -> Any:
 
 def test_a_refused_message_leaves_the_run_dir_as_it_was(tmp_path: Path, held: live.LiveRun) -> None:
     before = snapshot(tmp_path)
-    for op, text in (("delete", ""), ("remark", "x" * (live.MAX_WORDS_CHARS + 1))):
+    refused = [
+        ("delete", "", ""),
+        ("remark", "x" * (live.MAX_WORDS_CHARS + 1), ""),
+        ("remark", "a\ud800b", ""),  # a lone surrogate: no message file can hold it (issue 22)
+        ("answer", "yes", "q\udcff"),
+    ]
+    for op, text, ask_id in refused:
         with pytest.raises(UserError):
-            live.post(tmp_path, op, text=text, lang="en")
+            live.post(tmp_path, op, text=text, ask_id=ask_id, lang="en")
         assert snapshot(tmp_path) == before
     (tmp_path / live.INBOX_NAME).write_text("a file where the inbox belongs")
     before = snapshot(tmp_path)

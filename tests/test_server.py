@@ -1337,6 +1337,26 @@ async def test_a_bad_body_is_400_with_a_message_and_nothing_is_written(send, lay
     assert tree(layout.proj) == before
 
 
+@pytest.mark.parametrize(
+    ("body", "name", "at"),
+    [
+        (b'{"op": "remark", "text": "a\\ud800b"}', "text", 2),
+        (b'{"op": "answer", "text": "half \\ud83d of an emoji"}', "text", 6),
+        (b'{"op": "answer", "text": "\\udcff\\udcfe"}', "text", 1),
+        (b'{"op": "answer", "text": "SVG", "id": "ask-\\udfff"}', "id", 5),
+        (b'{"op": "stop", "id": "\\ud800"}', "id", 1),
+    ],
+)
+async def test_a_lone_surrogate_in_the_body_is_400_and_nothing_is_written(send, layout, live_run, body, name, at):
+    """Guards the 500 a lone surrogate gave: JSON's "\\ud800" decodes to one, which no inbox file holds."""
+    before = tree(layout.proj)
+    response = await send({"path": "proj"}, body)
+    assert response.code == 400, response.body
+    reply = json.loads(response.body)
+    assert reply == {"message": words.say("lab_live_not_text", "en", name=name, at=at), "reason": "BadRequest"}
+    assert tree(layout.proj) == before
+
+
 async def test_a_huge_body_is_413_before_it_is_parsed(send, layout, live_run):
     before = tree(layout.proj)
     huge = b'{"op": "remark", "text": "' + b"x" * (1024 * 1024) + b'"}'
