@@ -55,6 +55,7 @@ from IPython.utils.process import arg_split  # type: ignore[attr-defined]  # pub
 from traitlets import Bool, Float, Int, Unicode, validate
 
 from flower_magic.core.errors import FlowerError, check_dir, disk_error, logged
+from flower_magic.core.printable import printable
 from flower_magic.core.words import pick_lang_or_default, say, short_path
 from flower_magic.workflow.flags import MAGIC, add_flags, given, go_options
 from flower_magic.workflow.go import DEFAULT_ROUNDS, GoError, GoOptions
@@ -153,7 +154,7 @@ def binding(shell: Any, setting: str = "") -> Binding:
 
 def bound_line(where: Binding, lang: str) -> str:
     """The one line that names a guessed folder, says why, and how to choose another."""
-    return say("bound_to_start", lang, folder=short_path(where.folder))
+    return say("bound_to_start", lang, folder=printable(short_path(where.folder)))  # a folder's name may hold escapes
 
 
 def _parser() -> MagicArgumentParser:
@@ -357,16 +358,17 @@ class FlowerMagics(Magics):
             raise UsageError(str(exc)) from None
         ws = str(here)
         request = {"path": ws, "nonce": uuid.uuid4().hex}
+        shown, lang = printable(ws), self._lang()  # a terminal IPython prints text/plain as it is
         # %config FlowerMagics.run_dir: the panel reads the same run dir, when it lies under the folder.
         with contextlib.suppress(ValueError):
             request["run_dir"] = RunDir.at(here, self.run_dir or None).path.relative_to(here).as_posix()
         if not self._in_jupyter_server_front_end():
-            display({"text/plain": say("panel_elsewhere", self._lang(), where=ws)}, raw=True)
+            display({"text/plain": say("panel_elsewhere", self._lang(), where=shown)}, raw=True)
             return
         display(
             {
                 PANEL_MIME: request,
-                "text/plain": say("lab_open_plain", self._lang(), where=ws, command=say("lab_command", self._lang())),
+                "text/plain": say("lab_open_plain", lang, where=shown, command=say("lab_command", lang)),
             },
             raw=True,
         )

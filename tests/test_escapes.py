@@ -314,6 +314,28 @@ def test_flower_status_prints_no_raw_escape(tmp_path: Path) -> None:
     assert out.stderr == b""
 
 
+def test_the_magic_prints_no_escape_from_a_folder_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a terminal IPython a magic's text/plain is printed as it is: the guessed folder's line,
+    ``--panel`` outside JupyterLab and ``--status`` all name the folder."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    monkeypatch.setenv("FLOWER_LANG", "en")
+    ws = hostile_workspace(tmp_path)
+    record_log(ws / "runs")
+    shell = InteractiveShell.instance()
+    shell.extension_manager.load_extension("flower_magic")
+    shell.user_ns.pop("__vsc_ipynb_file__", None)
+    monkeypatch.setattr(shell, "starting_dir", str(ws), raising=False)
+    capsys.readouterr()
+    for cell in ("%flower --panel", "%flower --status"):
+        assert shell.run_cell(cell).success
+    out = capsys.readouterr().out
+    assert "ws-" in out and "<script>alert(1)</script>" in out  # the folder named, the story told
+    assert not CONTROL.search(out) and TITLE not in out
+
+
 # -- the real command on a live run ------------------------------------------------------------------------
 
 TASK = "清洗 CSV 任务-E5"
