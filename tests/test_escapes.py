@@ -196,6 +196,18 @@ def test_attach_replays_a_hostile_log_into_the_terminal_without_escapes(tmp_path
     assert_terminal_safe(out.getvalue())
 
 
+def test_the_command_prints_only_through_the_terminal_view_or_echo() -> None:
+    """A guard: a bare ``print`` in cli.py would put an error that quotes a step's error or a model's
+    words on the terminal without ``printable``."""
+    import ast
+
+    import flower_magic.cli
+
+    tree = ast.parse(Path(flower_magic.cli.__file__).read_text(encoding="utf-8"))
+    calls = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "print"]
+    assert calls == [], f"print( at lines {calls}: use terminal.echo"
+
+
 def test_wake_state_prints_no_escape_from_the_folder_name(tmp_path: Path) -> None:
     """``print(wake_state(...))`` names the folder, and a folder's name may hold escapes."""
     ws = hostile_workspace(tmp_path)
