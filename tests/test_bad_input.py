@@ -151,12 +151,13 @@ def shell(workspace: Path, fake_api_env: dict[str, str], monkeypatch: pytest.Mon
     sh = InteractiveShell.instance()
     sh.extension_manager.load_extension("flower_magic")
     sh.user_ns["__vsc_ipynb_file__"] = str(workspace / "notebook.ipynb")
-    magics = sh.magics_manager.registry["FlowerMagics"]
     try:
         yield sh
     finally:
         sh.user_ns.pop("__vsc_ipynb_file__", None)
-        magics.run_dir = magics.workspace = ""
+        # Through %config: the shell's config keeps what %config set, for the next %load_ext to read.
+        sh.run_line_magic("config", 'FlowerMagics.run_dir = ""')
+        sh.run_line_magic("config", 'FlowerMagics.workspace = ""')
 
 
 MAGIC_CASES = [
