@@ -54,6 +54,7 @@ from flower_magic.core import runlock
 from flower_magic.core.durable import BINARY, read_capped, write_atomic
 from flower_magic.core.errors import UserError, logged
 from flower_magic.core.events import Event
+from flower_magic.core.redaction import Redactor
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +88,9 @@ def log_paths(run_dir: Path) -> tuple[Path, Path]:
 # -- writing -----------------------------------------------------------------------------------------
 
 
-def _clip_event(event: Event) -> dict[str, Any]:
-    data = event.to_dict()
+def _clip_event(event: Event, redact: Redactor) -> dict[str, Any]:
+    # Scrubbed before it is clipped: a secret cut in half would keep its head readable.
+    data: dict[str, Any] = redact.walk(event.to_dict())
     if len(data["text"]) > TEXT_CHARS:
         data["text"] = data["text"][:TEXT_CHARS] + "…"
     try:
@@ -119,7 +121,9 @@ class EventLog:
         self._lock = threading.Lock()
         self._fd: int | None = None
         self._size = 0
-        self._start = dict(start, run=self.run_id, pid=os.getpid(), host=socket.gethostname())
+        # No secret is written (an `env` the agent ran, a store URL in a task): core.redaction.
+        self._redact = Redactor()
+        self._start = self._redact.walk(dict(start, run=self.run_id, pid=os.getpid(), host=socket.gethostname()))
         old, new = log_paths(run_dir)
         try:
             for path in (old, new):  # a new run starts a new log
@@ -156,6 +160,9 @@ class EventLog:
             self.n += 1
             record = {"n": self.n, "t": round(time.time(), 4), "type": type_, **fields}
             line = json.dumps(record, ensure_ascii=False, default=str).encode("utf-8", "replace")
+            if self._redact.hits(line):
+                record = self._redact.walk(json.loads(line))
+                line = json.dumps(record, ensure_ascii=False).encode("utf-8", "replace")
             if len(line) >= MAX_RECORD_BYTES:
                 record = {"n": self.n, "t": record["t"], "type": type_, "clipped": True}
                 line = json.dumps(record).encode()
@@ -172,7 +179,7 @@ class EventLog:
             return self.n
 
     def event(self, event: Event) -> int:
-        return self.record("event", event=_clip_event(event))
+        return self.record("event", event=_clip_event(event, self._redact))
 
     def _next_part(self) -> None:
         assert self._fd is not None
