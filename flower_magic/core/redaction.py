@@ -187,7 +187,7 @@ _URL_PASSWORD = re.compile(r"(?i)\b[a-z][a-z0-9+.\-]{1,30}://[^\s:/?#@'\"<>]*:(?
 _ASSIGN = re.compile(
     r"""
     (?:
-        (?<![\w$.\-])(?P<name>[A-Za-z_$][\w$]*(?:[.\-][A-Za-z_$][\w$]*)*)
+        (?:(?<=\\[nrt])|(?<![\w$.\-]))(?P<name>[A-Za-z_$][\w$]*(?:[.\-][A-Za-z_$][\w$]*)*)
       | "(?P<dq>[^"\\\n]{1,80})"
       | '(?P<sq>[^'\\\n]{1,80})'
       | (?P<zh>密码|口令|密钥|秘钥|令牌)
@@ -196,10 +196,11 @@ _ASSIGN = re.compile(
     (?::[ \t]*[A-Za-z_][\w.\[\], |]{0,60}?[ \t]+(?==))?
     (?P<op>:=|==|=>|=|:(?!:)|\uff1a)
     [ \t]*
-    (?:
+    (?=  # looked at, not taken: a name that is no secret may hold one in its value (conninfo = 'password=…')
         [rRbBuUfF]{0,2}(?P<t>\"\"\"|''')(?P<v3>[\s\S]*?)(?:(?P=t)|\Z)
       | [rRbBuUfF]{0,2}"(?P<v1>(?:[^"\\\n]|\\.)*)
       | [rRbBuUfF]{0,2}'(?P<v2>(?:[^'\\\n]|\\.)*)
+      | (?P<open>[\[({])
       | (?P<scheme>(?i:bearer|basic|token|digest)[ \t]+)?(?P<v4>[^\s,;'"(){}\[\]<>`]+)
     )
     """,
@@ -209,6 +210,8 @@ _ASSIGN = re.compile(
 _NOT_VALUES = frozenset({"None", "True", "False", "null", "true", "false", "nil", "undefined", "str", "bytes"})
 _TYPE_WORDS = frozenset({"int", "float", "bool", "dict", "list", "tuple", "Any", "SecretStr", "Secret", "object"})
 _EXPRESSION = re.compile(r"[A-Za-z_][\w.]*")
+# How far a bracketed value is looked into for its strings (``password = ["a", "b"]``).
+BRACKET_CHARS = 2_000
 # Headers whose value runs to the end of the line (``Cookie: a=1; b=2``).
 _LINE_VALUED = frozenset({"cookie", "set-cookie", "authorization", "proxy-authorization"})
 
@@ -259,31 +262,62 @@ def _mixed(run: str | bytes) -> bool:
     return not text.islower() and not text.isupper() and any(c.isdigit() for c in text)
 
 
-def _assignment(m: re.Match[str], text: str) -> tuple[int, int] | None:
-    """The span of the value a credential-named name is given, or None."""
+def _assignment(m: re.Match[str], text: str) -> list[tuple[int, int]]:
+    """The spans of the value a credential-named name is given (none when it is not one)."""
     bare = m.group("name")
     name = bare.rsplit(".", 1)[-1] if bare is not None else m.group("dq") or m.group("sq") or m.group("zh") or ""
     if not m.group("zh") and (name in _NOT_SECRET_ENV or not secret_name(name)):
-        return None
+        return []
     for group in ("v3", "v1", "v2"):
         if m.group(group) is not None:
             start, end = m.span(group)
-            return (start, end) if end > start else None
+            return [(start, end)] if end > start else []
+    if m.group("open") is not None:  # password = ["a", "b"], auth = ("user", "pw"): every string in it
+        close = _closing(text, m.start("open"))
+        return [s.span("v") for s in _STRING.finditer(text, m.end("open"), close) if s.end("v") > s.start("v")]
     start, end = m.span("v4")
     value = m.group("v4")
     if value in _NOT_VALUES or (m.group("op") == ":" and value in _TYPE_WORDS):
-        return None
+        return []
     if _EXPRESSION.fullmatch(value):
         if end < len(text) and text[end] in "([":
-            return None  # a call or a lookup: getpass.getpass(), os.environ["X"]
+            return []  # a call or a lookup: getpass.getpass(), os.environ["X"]
         op_at = m.start("op")
         spaced = text[op_at - 1 : op_at] == " " and text[m.end("op") : start] != ""
         if m.group("op") in ("=", "==") and spaced and not any(c.isdigit() for c in value):
-            return None  # code naming another variable: self.token = token (env lines have no spaces)
+            return []  # code naming another variable: self.token = token (env lines have no spaces)
     if m.group("op") == ":" and name.lower() in _LINE_VALUED:
         line_end = text.find("\n", end)
         end = len(text) if line_end < 0 else line_end
-    return start, end
+    return [(start, end)]
+
+
+_STRING = re.compile(r"""(?P<q>["'])(?P<v>(?:(?!(?P=q))[^\\\n]|\\.)*)(?P=q)""")
+_PAIRS = {"[": "]", "(": ")", "{": "}"}
+
+
+def _closing(text: str, at: int) -> int:
+    """Where the bracket at ``at`` closes (strings skipped), or ``BRACKET_CHARS`` on; the end of text at most."""
+    depth, quote = 0, ""
+    limit = min(len(text), at + BRACKET_CHARS)
+    i = at
+    while i < limit:
+        c = text[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = ""
+        elif c in "\"'":
+            quote = c
+        elif c in _PAIRS:
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return limit
 
 
 def _shaped(text: str, *, names: bool = True) -> list[tuple[int, int]]:
@@ -299,9 +333,7 @@ def _shaped(text: str, *, names: bool = True) -> list[tuple[int, int]]:
         found += [m.span("v") for m in _URL_PASSWORD.finditer(text)]
     if names and _named(low):
         for m in _ASSIGN.finditer(text):
-            span = _assignment(m, text)
-            if span is not None:
-                found.append(span)
+            found += _assignment(m, text)
     if len(text) >= 40 and _RUN_40 in text.translate(_B64_STR):
         for m in _AWS_SECRET.finditer(text):
             if m.group()[0] != "/" and _mixed(m.group()):
