@@ -22,6 +22,9 @@ Guarantees:
       not the agent. Each record is one ``write`` of a whole line, so a reader never sees half of
       one; the log is fsynced at step boundaries (``start``, ``step``, ``end``, a step's start).
     - A record is at most ``MAX_RECORD_BYTES``: long texts and payloads are clipped, never dropped.
+    - No record holds a secret ``core.redaction`` finds (an ``env`` the agent ran: the environment's
+      credentials whatever their shape, keys and tokens by shape, values given to credential names,
+      the session store's password); it is scrubbed before it is clipped.
     - ``Follower`` reads only whole lines and follows a log across a move to the next part.
     - ``live_state`` says a run is live only while its process holds the run lock (``core.runlock``):
       a process killed with ``kill -9`` is never shown as running.

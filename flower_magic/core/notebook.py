@@ -6,17 +6,29 @@ IPython. ``NotebookContext.take`` reads the source once per wake, on the kernel'
 the run starts; the prompts of that wake (the clarifier's and the worker's) carry ``block``.
 
 Guarantees:
+    - Building the block never raises and holds the kernel's thread for under a second at most
+      (``VARIABLES_READ_S + DESCRIBE_LEAST_S + CELLS_READ_S``), whatever the namespace holds: every variable is
+      read on a reader thread (``core.timebox``), ``VARIABLE_READ_S`` each; one that hangs or raises
+      (a blocking ``__getattribute__``, ``Mock(spec=str)``, a ``__class__`` property, a ``__str__``
+      that raises) is shown by name, its type when that is safe to read, and ``UNREADABLE_NOTE``. One
+      that hung is not read again at a later wake in this kernel, nor by the variable tool.
     - The block lists a variable by name, type and a cheap shape only: ``len`` of built-in containers
       and strings, ``shape`` / columns and dtypes of array and DataFrame-likes from the libraries in
       ``EAGER_LIBRARIES`` (attributes they keep, nothing computed), the first keys of a dict, an
       instance's own ``shape`` / ``columns`` attributes. Never a value, never a full repr; a lazy
       object (dask, a polars ``LazyFrame``, anything of an unknown library) is shown by type only.
     - Private names (``_x``), modules, functions, classes and the names IPython put there are left out.
-    - A variable that looks like a secret (``looks_secret``: its name, a key-shaped value, a value
-      equal to a secret of the environment, ``.env`` contents, a dict of such names) is shown by name
-      and type only, in the block and by the variable tool; its value (when a string) is scrubbed, with
-      the panel's redaction (``core.redaction``), from every text the agent is given: the block, a
-      preview, a cell's source and output.
+    - A variable is shown by name and type only, in the block and by the variable tool, when its
+      name reads as a credential (``core.redaction.secret_name``: ``dbPassword``, ``hf_tok``, ``pw``)
+      or it holds a secret (``secret_values``): a string the redaction finds something in, any string
+      under a credential-named key, attribute or column, at any depth (a nested ``{"db": {"password":
+      …}}``, a list of dicts, an object whose ``token`` attribute its repr shows). A DataFrame is the
+      exception: its credential-named columns are masked in its preview, the rest stays readable.
+    - Everything the agent is given — the block, a preview, a cell's source (``%flower`` cells
+      included), output and error — goes through one redaction (``core.redaction.Redactor``): the
+      secrets those variables hold, the environment's credentials and the session store's password
+      by value, tokens and URL passwords by shape, values given to credential names in code. Text is
+      scrubbed before it is cut, so no secret is shown in part.
     - The block is at most ``BLOCK_BUDGET_CHARS``; its order depends only on the namespace and the
       cells (no clock), so the same kernel state gives the same text. What changed since the previous
       wake in this kernel is marked (``NEW`` / ``CHANGED``, cells after the last one seen).
@@ -25,9 +37,12 @@ Guarantees:
     - A proposed cell is only handed to the source (``NotebookSource.propose``): nothing here executes
       code in the kernel.
 Not guaranteed:
-    - A preview that timed out keeps running on its daemon thread until it ends by itself.
-    - A secret that is neither named, key-shaped, in the environment nor in a variable of its own (a
-      password typed into a cell and never kept) is unknown here.
+    - A read that timed out keeps running on its daemon thread until it ends by itself (possibly
+      never: one thread per hung object, once per kernel).
+    - A secret that is neither named, shaped, in the environment nor held by a variable (a password
+      typed into a cell as a bare argument and never kept) is unknown here.
+    - Values shorter than ``core.redaction.MIN_SECRET_CHARS`` are hidden where they stand (by name,
+      by key) but not searched for elsewhere (an exception message that repeats a 6-letter password).
 """
 
 from __future__ import annotations
@@ -77,6 +92,7 @@ SECRET_SCAN_CHARS = 100_000  # of a string, looked at for secrets (a longer one 
 VARIABLE_READ_S = 0.2
 VARIABLES_READ_S = 0.6
 CELLS_READ_S = 0.2
+DESCRIBE_LEAST_S = 0.05  # for the lines, when reading the variables used up VARIABLES_READ_S
 # Looked at in a variable for secrets: nested containers and attributes this deep, this many items of
 # each, this many strings in all, this many columns and rows of a table.
 SECRET_DEPTH = 4
@@ -496,13 +512,13 @@ class NotebookContext:
         """Read the kernel once (call it on the kernel's thread, before the run starts) and build the
         block of this wake; returns it (also in ``block``; ``seen`` is what the next wake compares with).
 
-        Never raises, and returns within about ``VARIABLES_READ_S + CELLS_READ_S`` whatever the
-        namespace holds: each variable is read on a reader thread (``core.timebox``); one that hangs
-        or raises is shown by name and ``UNREADABLE_NOTE``.
+        Never raises, and returns within about ``VARIABLES_READ_S + DESCRIBE_LEAST_S + CELLS_READ_S``
+        (0.85 s) whatever the namespace holds: each variable is read on a reader thread
+        (``core.timebox``); one that hangs or raises is shown by name and ``UNREADABLE_NOTE``.
         """
         ns, hidden = self.source.namespace(), self.source.hidden()
-        got = call_within(lambda: self.source.cells(RECENT_CELLS), CELLS_READ_S)
-        cells: list[Cell] = list(got.value or []) if got.ok else []
+        got = call_within(lambda: (self.source.cells(RECENT_CELLS), self.source.last_number()), CELLS_READ_S)
+        cells, last_cell = (list(got.value[0]), int(got.value[1])) if got.ok and got.value else ([], 0)
         probe = self._scrub
         hung_before = self.previous.hung if self.previous is not None else frozenset()
         # Names, not (name, value) pairs: 10,000 tuples would wake the garbage collector mid-build.
@@ -556,7 +572,7 @@ class NotebookContext:
             except Exception:
                 return unreadable_line(name, value, typed=True)
 
-        left_s = max(VARIABLE_READ_S, deadline - time.monotonic())
+        left_s = max(DESCRIBE_LEAST_S, deadline - time.monotonic())
         described = read_each(to_describe, line_of, item_s=VARIABLE_READ_S, budget_s=left_s)
         for i, name in enumerate(to_describe):
             failed = described.failed.get(i)
@@ -609,8 +625,7 @@ class NotebookContext:
             shown_cells.append(text)
         parts.append("\n".join(reversed(shown_cells)) if shown_cells else CELLS_NONE)
         self.block = "\n\n".join(parts)
-        last = call_within(self.source.last_number, CELLS_READ_S)
-        self.seen = Seen(now, int(last.value or 0) if last.ok else 0, frozenset(hung))
+        self.seen = Seen(now, last_cell, frozenset(hung))
         return self.block
 
     # -- the tools ------------------------------------------------------------------------------------
