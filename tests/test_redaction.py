@@ -50,6 +50,7 @@ def test_every_planted_shape_is_hidden_in_the_cell_that_plants_it(plant) -> None
         ("client_secret='cs-4242-abcd'", "cs-4242-abcd"),
         ("-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----", "MIIEow"),
         ("xoxb-1234567890-abcdefghij is the bot", "xoxb-1234567890-abcdefghij"),
+        ("glued:xxxxsk-ant-api03-glued-abcdefgh", "sk-ant-api03-glued"),
     ],
 )
 def test_secrets_in_code_env_output_headers_and_urls_are_hidden(text: str, hidden: str) -> None:

@@ -128,13 +128,16 @@ def name_words(name: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(name)]
 
 
-@functools.lru_cache(maxsize=8192)  # a namespace repeats its keys ("id", "name") thousands of times
 def secret_name(name: str) -> bool:
     """Whether a name (a variable, a mapping key, an environment variable, a header) reads as a
     credential: ``dbPassword``, ``aws_secret_access_key``, ``hf_tok``, ``X-Api-Key``, ``Cookie``;
     not ``keyboard``, ``monkey``, ``author``, ``tokenizer``, ``max_tokens``, ``sort_key``."""
-    if _NAME_TRIGGER.search(name.lower()) is None:  # most names: one search, no splitting
-        return False
+    # Most names hold no credential word: one search, no splitting, nothing cached.
+    return _NAME_TRIGGER.search(name.lower()) is not None and _reads_as_secret(name)
+
+
+@functools.lru_cache(maxsize=8192)  # a namespace repeats its keys ("api_key", "token") many times
+def _reads_as_secret(name: str) -> bool:
     words = name_words(name)
     if any(part in w for w in words for part in _SECRET_INSIDE):
         return True
@@ -165,7 +168,7 @@ def secret_env_name(name: str) -> bool:
 
 _B = r"(?<![A-Za-z0-9_])"  # a token starts where a word does not go on
 _TOKEN_SHAPES = [
-    re.compile(_B + r"sk-ant-[A-Za-z0-9_\-]{8,}"),  # Anthropic
+    re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}"),  # Anthropic: distinctive enough to need no word start
     re.compile(_B + r"sk-(?:proj-|svcacct-|admin-|None-)?(?=[A-Za-z0-9_\-]*\d)[A-Za-z0-9_\-]{20,}"),  # OpenAI
     re.compile(_B + r"[sr]k_(?:live|test)_[A-Za-z0-9]{10,}"),  # Stripe
     re.compile(_B + r"(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),  # GitHub
@@ -239,6 +242,13 @@ _B64_BYTES = bytes.maketrans(_B64.encode(), b"a" * len(_B64))
 _RUN_40 = "a" * 40
 _LONG_RUN = re.compile(r"[A-Za-z0-9/+]{40,}")
 _LONG_RUN_BYTES = re.compile(rb"[A-Za-z0-9/+]{40,}")
+# Below _QUICK_CHARS a text is first looked at with one search for every mark, lowered (a superset
+# of both kinds of marks and of a 40-character run, which needs the length): a regex over a short
+# text beats 45 substring searches; over a long one it is the other way round.
+_QUICK_CHARS = 40
+_QUICK = re.compile(
+    "|".join(sorted({re.escape(m.lower()) for m in (*_SHAPE_MARKS, *_NAME_MARKS, *_ZH_NAMES)}, key=len, reverse=True))
+)
 # The shortest text a rule by shape or name can find something in (``pw=x``).
 _SHORTEST = 4
 
@@ -326,6 +336,8 @@ def _shaped(text: str, *, names: bool = True) -> list[tuple[int, int]]:
     if len(text) < _SHORTEST:
         return found
     low = text.lower()
+    if len(text) < _QUICK_CHARS and _QUICK.search(low) is None:  # most short texts: one search
+        return found
     if "bearer" in low or any(mark in text for mark in _SHAPE_MARKS):
         for rx in _TOKEN_SHAPES:
             found += [m.span() for m in rx.finditer(text)]

@@ -33,7 +33,9 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 OK, RAISED, TIMED_OUT, NOT_REACHED = "ok", "raised", "timed_out", "not_reached"
-POLL_S = 0.005  # how often the waiting thread looks at the reader's progress
+# How often the waiting thread looks at the reader's progress: each look takes the GIL from the
+# reader, so not much more often than a tenth of the shortest limit callers give (0.2 s).
+POLL_S = 0.02
 
 
 @dataclass(frozen=True)
