@@ -230,8 +230,10 @@ _SHAPE_MARKS = (
 _NAME_MARKS = ("pass", "pw", "pswd", "secret", "tok", "auth", "bearer", "cookie", "cred", "key", "jwt", "otp")
 _ZH_NAMES = ("密码", "口令", "密钥", "秘钥", "令牌")
 # What follows a credential word for the rule by name to apply: the rest of the name, then an operator.
-_NAME_TAIL = re.compile(r"[^\"'\\\n:=\uff1a]{0,80}(?:\\?[\"'])?[ \t]*\]?[ \t]*[:=\uff1a]")
-_NAME_TAIL_BYTES = re.compile(rb"[^\"'\\\n:=]{0,80}(?:\\?[\"'])?[ \t]*\]?[ \t]*(?::|=|" + "\uff1a".encode() + rb")")
+# The rest of a name may hold escapes and quotes of the other kind (a JSON key ``"auth \\"x"``); one
+# that reads as a credential is at most 80 characters in text, any length as a key: 1,000 here.
+_NAME_TAIL = re.compile(r"(?:[^\"\\\n:=\uff1a]|\\.){0,1000}[\\\"'\] \t]{0,8}[:=\uff1a]")
+_NAME_TAIL_BYTES = re.compile(rb"(?:[^\"\\\n:=]|\\.){0,1000}[\\\"'\] \t]{0,8}(?::|=|" + "\uff1a".encode() + rb")")
 _SHAPE_MARKS_BYTES = tuple(m.encode() for m in _SHAPE_MARKS)
 _NAME_MARKS_BYTES = tuple(m.encode() for m in (*_NAME_MARKS, *_ZH_NAMES))
 # Base64 characters to "a", the rest left as they are (none of them "a"): a run of 40 is then a
