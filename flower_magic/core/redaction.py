@@ -32,6 +32,10 @@ Not guaranteed:
   everywhere would wreck the data and protect nothing. (By name and by shape, any length.)
 - A secret in prose ("my password is hunter2") that is in no variable, no environment and has no
   known shape is unknown here.
+- The session store (``sessions.db``, PostgreSQL) keeps the conversation as the CLI wrote it, the
+  output of an ``env`` the agent ran included: it is the record a resume replays, and the CLI keeps
+  its own copy anyway. What is read from it for the panel is scrubbed; what the notebook gives the
+  agent is scrubbed before it is sent, so the store never gets it.
 - Names are read by their words (``db_password``, ``dbPassword``, ``db-password``); a credential word
   glued inside an unrelated one is not a credential (``keyboard``, ``monkey``, ``author``,
   ``tokenizer``, ``max_tokens``), and a few lookup keys are not either (``sort_key``, ``key``).
