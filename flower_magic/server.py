@@ -34,8 +34,11 @@ Guarantees:
   the root answers 404 with the same generic body as a path that does not exist; a ``live.json`` or
   ``inbox`` linked out of the root is not read or written through.
 - Error bodies are ``{"message", "reason"}``: never a traceback, never file content.
-- Secrets from the server's environment never appear in a body (``panel.redaction``), and this
-  module logs no request data of its own.
+- No body holds a secret ``core.redaction`` finds (``panel.redaction``): the server's own
+  credentials and the session store's password by value, tokens and URL passwords by shape, values
+  given to credential names (a transcript's ``env`` output: ``ANTHROPIC_AUTH_TOKEN=gw-…``, whatever
+  the server's environment), strings under credential-named keys. This module logs no request data
+  of its own.
 - Imports stay light: no IPython, no magic code, no claude_agent_sdk.
 """
 

@@ -109,6 +109,26 @@ def test_big_records_are_clipped_not_lost(tmp_path: Path) -> None:
     assert _texts(records)[-1] == "after"
 
 
+def test_the_log_never_stores_a_secret(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 22 item 7: events.jsonl kept an sk-ant- key from an `env` tool result verbatim (and a
+    gateway token in ANTHROPIC_AUTH_TOKEN is shaped like nothing)."""
+    key, gateway = "sk-ant-api03-LOGCANARY-abcdefghijkl", "gw-log-9f8e7d6c5b4a"
+    monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", gateway)
+    env_output = f"HOME=/root\nANTHROPIC_API_KEY={key}\nANTHROPIC_AUTH_TOKEN={gateway}\nLANG=C.UTF-8"
+    log = live.EventLog(tmp_path, {"lang": "en", "task": f"use {key}"})
+    long = "x" * (live.TEXT_CHARS - 10) + key  # cut by the clip: its head must not stay readable
+    log.event(Event("tool_result", env_output, payload={"content": env_output, "headers": {"Cookie": "sid=c00kie-1"}}))
+    log.event(Event("text", long))
+    log.record("heard", op="remark", text=f"the token is {gateway}")
+    log.close()
+    written = (tmp_path / live.LOG_NAME).read_text(encoding="utf-8")
+    for secret in (key, key[:10], gateway, "c00kie-1"):
+        assert secret not in written
+    assert "HOME=/root" in written and "LANG=C.UTF-8" in written  # the rest of the output is kept
+    records = [json.loads(line) for line in written.splitlines()]
+    assert records[1]["event"]["payload"]["headers"] == {"Cookie": "[redacted]"}
+
+
 def test_a_disk_error_stops_the_log_not_the_run(tmp_path: Path) -> None:
     log = live.EventLog(tmp_path, {"lang": "en"})
     assert log._fd is not None

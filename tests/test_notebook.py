@@ -236,3 +236,90 @@ def test_the_demo_model_reads_the_task_before_the_notebook_block() -> None:
     prompt = with_notebook("写一份清洗 CSV 的说明", Block())
     req = Request(0, "/v1/messages", {"messages": [{"role": "user", "content": prompt}]})
     assert _task(req) == "写一份清洗 CSV 的说明"
+
+
+# -- issue 22: every planted secret, hostile objects ---------------------------------------------------
+
+
+def test_no_planted_secret_reaches_the_agent_through_the_block_a_preview_or_a_cell() -> None:
+    """Issue 22 item 5: of 19 planted values 12 reached the model (camelCase names, pw, hf_tok, URLs,
+    an Authorization header, nested and listed dicts, a DataFrame column, a repr, an exception, a print)."""
+    from tests.plants import PLANTS, run_plants
+
+    ns, cells = run_plants(PLANTS)
+    ctx = NotebookContext(FakeSource(ns, cells), environ={})
+    said = [ctx.take()] + [ctx.preview(name) for name in ns] + [ctx.read_cell(c.number) for c in cells]
+    everything = "\n".join(said)
+    caught = [p.shape for p in PLANTS if not any(v in everything for v in p.values)]
+    assert caught == [p.shape for p in PLANTS]
+    # What is not secret stays readable: the table's rows, the repr's other field, the error itself.
+    assert "ann" in ctx.preview("users") and "password" in ctx.preview("users")
+    assert "https://api.internal" in ctx.read_cell(11)
+    assert "RuntimeError: login refused for [redacted]" in ctx.read_cell(12)
+    assert f"- pw: str [{nb.SECRET_NOTE}]" in said[0]  # a line is not read as "pw = str"
+
+
+class Blocking:
+    """Every attribute read waits for ever (until the test releases it)."""
+
+    release = threading.Event()
+
+    def __getattribute__(self, name: str) -> Any:
+        Blocking.release.wait(60)
+        return object.__getattribute__(self, name)
+
+
+class ForeverStr:
+    def __str__(self) -> str:
+        Blocking.release.wait(60)
+        return "7"
+
+
+class ClassProperty:
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        raise RuntimeError("no class")
+
+
+class RaisingStr:
+    def __str__(self) -> str:
+        raise ValueError("no str")
+
+
+def _hostile() -> dict[str, Any]:
+    from unittest.mock import Mock
+
+    shaped, columned = Stored(), Stored()
+    shaped.shape = (ForeverStr(), 3)  # type: ignore[assignment]
+    columned.columns = [RaisingStr(), "b"]
+    return {
+        "blocking": Blocking(),
+        "shaped": shaped,
+        "as_str": Mock(spec=str),
+        "as_dict": Mock(spec=dict),
+        "weird": ClassProperty(),
+        "columned": columned,
+        "orders": [1, 2, 3],
+    }
+
+
+def test_hostile_objects_are_shown_as_unreadable_and_the_block_is_built() -> None:
+    """Issue 22 item 6: an object whose attributes block, a shape whose element's str blocks, Mocks
+    of str and dict, a __class__ property, a column whose str raises: the cell hung or raised."""
+    ns = _hostile()
+    first = NotebookContext(FakeSource(ns, [Cell(1, "orders = [1, 2, 3]")]), environ={})
+    try:
+        block = first.take()
+        threads = threading.active_count()
+        for name in ("blocking", "shaped", "as_str", "as_dict", "weird", "columned"):
+            line = next(x for x in block.splitlines() if x.startswith(f"- {name}:"))
+            assert line.endswith(f"[{nb.UNREADABLE_NOTE}]"), line
+        assert "- orders: list, 长度 3" in block and "[1] orders = [1, 2, 3]" in block
+        # The next wake does not read the hung ones again (each would hold one more thread).
+        again = NotebookContext(FakeSource(ns, [Cell(1, "orders = [1, 2, 3]")]), environ={}, seen=first.seen)
+        assert nb.UNREADABLE_NOTE in again.take().split("- blocking:")[1].splitlines()[0]
+        assert threading.active_count() == threads
+        assert again.preview("blocking").endswith(f"[{nb.UNREADABLE_NOTE}]")
+        assert "取不出来" in again.preview("as_str") and "取不出来" in again.preview("weird")
+    finally:
+        Blocking.release.set()

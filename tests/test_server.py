@@ -967,6 +967,37 @@ async def test_an_api_key_in_the_environment_never_appears_in_a_response_or_a_lo
     assert CANARY not in logged and OTHER_SECRET not in logged
 
 
+async def test_secrets_the_server_does_not_hold_are_not_served_either(call, layout) -> None:
+    """Issue 22 items 2 and 7: a gateway token not shaped like sk-ant- (ANTHROPIC_AUTH_TOKEN=gw-...) was
+    served verbatim when the agent ran `env`; a store URL's password in a transcript, 6 of 6 views."""
+    gateway, store_pw, cookie = "gw-panel-9f8e7d6c5b4a", "Pg-panel-Pass-42", "sid-panel-c00kie"
+    env_output = f"HOME=/root\nANTHROPIC_AUTH_TOKEN={gateway}\nFLOWER_SESSIONS=postgresql://u:{store_pw}@db/runs"
+    team = layout.root / "envrun" / "runs"
+    team.mkdir(parents=True)
+    sid = "5c5c5c5c-1111-4222-8333-944444444444"
+    workspace = team.parent
+    (team / "lineage.json").write_text(
+        json.dumps({"workspace": os.path.realpath(workspace), "woke": 1, "steps": {"干活": sid}})
+    )
+    (team / "manifest.json").write_text(json.dumps([row("干活", session_id=sid, text=f"ran env: {env_output}")]))
+    tool_result = {"type": "tool_result", "tool_use_id": "t1", "content": env_output}
+    entries = [
+        entry(0, "run env"),
+        {"type": "user", "uuid": "u-env", "message": {"role": "user", "content": [tool_result]}},
+        {"type": "assistant", "uuid": "a-h", "message": {"role": "assistant", "content": f'{{"Cookie": "{cookie}"}}'}},
+    ]
+    write_db(team / "sessions.db", {f"{transcript.project_key(workspace)}/{sid}": entries})
+    bodies = [text_of(await call("run", {"path": "envrun"}))]
+    for view in ("raw", "resumed"):
+        for everything in ("0", "1"):
+            query = {"path": "envrun", "session": sid, "view": view, "all": everything}
+            bodies.append(text_of(await call("transcript", query)))
+    assert all(json.loads(b) for b in bodies)
+    assert "HOME=/root" in bodies[1]  # the rest of the output is served
+    for body in bodies:
+        assert gateway not in body and store_pw not in body and cookie not in body
+
+
 # -- weight ---------------------------------------------------------------------------------------------
 
 

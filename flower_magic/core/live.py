@@ -22,6 +22,9 @@ Guarantees:
       not the agent. Each record is one ``write`` of a whole line, so a reader never sees half of
       one; the log is fsynced at step boundaries (``start``, ``step``, ``end``, a step's start).
     - A record is at most ``MAX_RECORD_BYTES``: long texts and payloads are clipped, never dropped.
+    - No record holds a secret ``core.redaction`` finds (an ``env`` the agent ran: the environment's
+      credentials whatever their shape, keys and tokens by shape, values given to credential names,
+      the session store's password); it is scrubbed before it is clipped.
     - ``Follower`` reads only whole lines and follows a log across a move to the next part.
     - ``live_state`` says a run is live only while its process holds the run lock (``core.runlock``):
       a process killed with ``kill -9`` is never shown as running.
@@ -56,6 +59,7 @@ from flower_magic.core.durable import BINARY, read_capped, write_atomic
 from flower_magic.core.errors import UserError, logged
 from flower_magic.core.events import Event
 from flower_magic.core.printable import unwritable_at
+from flower_magic.core.redaction import Redactor
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +93,9 @@ def log_paths(run_dir: Path) -> tuple[Path, Path]:
 # -- writing -----------------------------------------------------------------------------------------
 
 
-def _clip_event(event: Event) -> dict[str, Any]:
-    data = event.to_dict()
+def _clip_event(event: Event, redact: Redactor) -> dict[str, Any]:
+    # Scrubbed before it is clipped: a secret cut in half would keep its head readable.
+    data: dict[str, Any] = redact.walk(event.to_dict())
     if len(data["text"]) > TEXT_CHARS:
         data["text"] = data["text"][:TEXT_CHARS] + "…"
     try:
@@ -121,7 +126,9 @@ class EventLog:
         self._lock = threading.Lock()
         self._fd: int | None = None
         self._size = 0
-        self._start = dict(start, run=self.run_id, pid=os.getpid(), host=socket.gethostname())
+        # No secret is written (an `env` the agent ran, a store URL in a task): core.redaction.
+        self._redact = Redactor()
+        self._start = self._redact.walk(dict(start, run=self.run_id, pid=os.getpid(), host=socket.gethostname()))
         old, new = log_paths(run_dir)
         try:
             for path in (old, new):  # a new run starts a new log
@@ -158,6 +165,9 @@ class EventLog:
             self.n += 1
             record = {"n": self.n, "t": round(time.time(), 4), "type": type_, **fields}
             line = json.dumps(record, ensure_ascii=False, default=str).encode("utf-8", "replace")
+            if self._redact.hits(line):
+                record = self._redact.walk(json.loads(line))
+                line = json.dumps(record, ensure_ascii=False).encode("utf-8", "replace")
             if len(line) >= MAX_RECORD_BYTES:
                 record = {"n": self.n, "t": record["t"], "type": type_, "clipped": True}
                 line = json.dumps(record).encode()
@@ -174,7 +184,7 @@ class EventLog:
             return self.n
 
     def event(self, event: Event) -> int:
-        return self.record("event", event=_clip_event(event))
+        return self.record("event", event=_clip_event(event, self._redact))
 
     def _next_part(self) -> None:
         assert self._fd is not None

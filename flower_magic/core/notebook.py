@@ -6,17 +6,29 @@ IPython. ``NotebookContext.take`` reads the source once per wake, on the kernel'
 the run starts; the prompts of that wake (the clarifier's and the worker's) carry ``block``.
 
 Guarantees:
+    - Building the block never raises and holds the kernel's thread for under a second at most
+      (``VARIABLES_READ_S + DESCRIBE_LEAST_S + CELLS_READ_S``), whatever the namespace holds: every variable is
+      read on a reader thread (``core.timebox``), ``VARIABLE_READ_S`` each; one that hangs or raises
+      (a blocking ``__getattribute__``, ``Mock(spec=str)``, a ``__class__`` property, a ``__str__``
+      that raises) is shown by name, its type when that is safe to read, and ``UNREADABLE_NOTE``. One
+      that hung is not read again at a later wake in this kernel, nor by the variable tool.
     - The block lists a variable by name, type and a cheap shape only: ``len`` of built-in containers
       and strings, ``shape`` / columns and dtypes of array and DataFrame-likes from the libraries in
       ``EAGER_LIBRARIES`` (attributes they keep, nothing computed), the first keys of a dict, an
       instance's own ``shape`` / ``columns`` attributes. Never a value, never a full repr; a lazy
       object (dask, a polars ``LazyFrame``, anything of an unknown library) is shown by type only.
     - Private names (``_x``), modules, functions, classes and the names IPython put there are left out.
-    - A variable that looks like a secret (``looks_secret``: its name, a key-shaped value, a value
-      equal to a secret of the environment, ``.env`` contents, a dict of such names) is shown by name
-      and type only, in the block and by the variable tool; its value (when a string) is scrubbed, with
-      the panel's redaction (``core.redaction``), from every text the agent is given: the block, a
-      preview, a cell's source and output.
+    - A variable is shown by name and type only, in the block and by the variable tool, when its
+      name reads as a credential (``core.redaction.secret_name``: ``dbPassword``, ``hf_tok``, ``pw``)
+      or it holds a secret (``secret_values``): a string the redaction finds something in, any string
+      under a credential-named key, attribute or column, at any depth (a nested ``{"db": {"password":
+      …}}``, a list of dicts, an object whose ``token`` attribute its repr shows). A DataFrame is the
+      exception: its credential-named columns are masked in its preview, the rest stays readable.
+    - Everything the agent is given — the block, a preview, a cell's source (``%flower`` cells
+      included), output and error — goes through one redaction (``core.redaction.Redactor``): the
+      secrets those variables hold, the environment's credentials and the session store's password
+      by value, tokens and URL passwords by shape, values given to credential names in code. Text is
+      scrubbed before it is cut, so no secret is shown in part.
     - The block is at most ``BLOCK_BUDGET_CHARS``; its order depends only on the namespace and the
       cells (no clock), so the same kernel state gives the same text. What changed since the previous
       wake in this kernel is marked (``NEW`` / ``CHANGED``, cells after the last one seen).
@@ -25,9 +37,12 @@ Guarantees:
     - A proposed cell is only handed to the source (``NotebookSource.propose``): nothing here executes
       code in the kernel.
 Not guaranteed:
-    - A preview that timed out keeps running on its daemon thread until it ends by itself.
-    - A secret that is neither named, key-shaped, in the environment nor in a variable of its own (a
-      password typed into a cell and never kept) is unknown here.
+    - A read that timed out keeps running on its daemon thread until it ends by itself (possibly
+      never: one thread per hung object, once per kernel).
+    - A secret that is neither named, shaped, in the environment nor held by a variable (a password
+      typed into a cell as a bare argument and never kept) is unknown here.
+    - Values shorter than ``core.redaction.MIN_SECRET_CHARS`` are hidden where they stand (by name,
+      by key) but not searched for elsewhere (an exception message that repeats a 6-letter password).
 """
 
 from __future__ import annotations
@@ -35,15 +50,15 @@ from __future__ import annotations
 import inspect
 import itertools
 import re
-import threading
+import time
 import types
 from collections import deque
 from collections.abc import Callable, Container, Mapping
-from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from flower_magic.core.redaction import Redactor, secret_env_name
+from flower_magic.core.redaction import MIN_SECRET_CHARS, REDACTED, Redactor, secret_name
+from flower_magic.core.timebox import TIMED_OUT, Outcome, call_within, read_each, safe_type
 
 if TYPE_CHECKING:
     from claude_agent_sdk import McpSdkServerConfig
@@ -71,6 +86,23 @@ PREVIEW_ITEMS = 20
 CELL_CHARS = 8_000
 PREVIEW_TIMEOUT_S = 5.0  # a repr that takes longer is given up: the agent should not wait on it
 SECRET_SCAN_CHARS = 100_000  # of a string, looked at for secrets (a longer one is never shown whole)
+# Reading the namespace for the block, on the kernel's thread before the run starts: one variable
+# takes microseconds (its type, a length, stored attributes), so one that takes VARIABLE_READ_S is
+# hung or hostile; the whole read and the cells' stay within a second together.
+VARIABLE_READ_S = 0.2
+VARIABLES_READ_S = 0.6
+CELLS_READ_S = 0.2
+DESCRIBE_LEAST_S = 0.05  # for the lines, when reading the variables used up VARIABLES_READ_S
+# Looked at in a variable for secrets: nested containers and attributes this deep, this many items of
+# each, this many strings in all, this many columns and rows of a table.
+SECRET_DEPTH = 4
+SECRET_ITEMS = 200
+SECRET_STRINGS = 2_000
+SECRET_COLUMNS = 1_000
+SECRET_ROWS = 1_000
+# A text is scrubbed at least this far past what is shown of it, so no secret is cut in half where
+# the redaction reads it and shown whole where the cut falls later.
+SCRUB_WINDOW_CHARS = 2_000
 
 # Libraries whose arrays and tables keep shape, columns and dtypes as metadata (reading them computes
 # nothing). Anything else (dask, vaex, a database cursor) may compute on access: type only.
@@ -93,12 +125,13 @@ CELLS_HEAD = "## 最近的单元格"
 CELLS_NONE = "(还没有运行过别的单元格)"
 CELL_ERROR = "  ↳ 出错:{error}"
 SECRET_NOTE = "看着像密钥,只给名字和类型"
+UNREADABLE_NOTE = "读不出来:读它时出错或卡住了,跳过"
 LEN, SHAPE, COLUMNS, KEYS, DTYPE = "长度 {n}", "形状 {shape}", "列:{cols}", "键:{keys}", "dtype {dtype}"
 CUT = "…(截断)"
 
 NO_VARIABLE = "内核里没有叫 {name} 的变量(私有名字、模块和 IPython 自己的名字也不给看)。"
 NO_CELL = "没有第 {n} 个单元格(能看的是 1 到 {last})。"
-TIMED_OUT = "{what} 在 {s:g} 秒内没算完,放弃了(对象太大或 repr 太慢)。只看类型和大小:{line}"
+TIMED_OUT_NOTE = "{what} 在 {s:g} 秒内没算完,放弃了(对象太大或 repr 太慢)。只看类型和大小:{line}"
 FAILED = "{what} 取不出来:{error}"
 CELL_SOURCE, CELL_OUTPUT = "### 单元格 [{n}]\n{source}", "### 输出\n{output}"
 PROPOSED_LAB = (
@@ -135,13 +168,6 @@ PROPOSE_SCHEMA: dict[str, Any] = {
     "required": ["code"],
 }
 
-# Names that read as credentials as a whole word of a variable name (``api_key``, ``db_password``,
-# ``hf_token``), not inside other words (``keys``, ``tokens``, ``monkey``).
-_SECRET_WORD = re.compile(
-    r"(?:^|_)(?:api_?key|key|token|secret|passw(?:or)?d|pwd|credentials?|auth)(?:$|_)", re.IGNORECASE
-)
-# A ``.env`` line: NAME=value, whose NAME reads as a credential.
-_ENV_LINE = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=[ \t]*['\"]?([^'\"\r\n]*)", re.MULTILINE)
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SIZED_BUILTINS = (str, bytes, bytearray, list, tuple, dict, set, frozenset, range, deque)
 
@@ -192,6 +218,8 @@ class Seen:
 
     variables: Mapping[str, tuple[int, str]]  # name -> (id of the value, its line)
     last_cell: int
+    # (id, type) of the values whose reading hung: not read again (each would hold one more thread).
+    hung: frozenset[tuple[int, type]] = field(default_factory=frozenset)
 
 
 def is_listed(name: str, value: Any, hidden: Container[str]) -> bool:
@@ -215,40 +243,115 @@ def _is_code(cls: type, value: Any) -> bool:
     return known
 
 
-def secret_name(name: str) -> bool:
-    """A name that reads as a credential (``secret_key``, ``API_KEY``, ``password``)."""
-    return _SECRET_WORD.search(name) is not None or (name.isupper() and secret_env_name(name))
-
-
 def looks_secret(name: str, value: Any, redactor: Redactor) -> bool:
-    """Whether a variable must be shown by name and type only.
+    """Whether a variable must be shown by name and type only: its name reads as a credential
+    (``core.redaction.secret_name``), or it holds a secret (``secret_values``) — a table excepted,
+    whose credential-named columns are masked in its preview instead.
 
     Args:
-        redactor: the panel's redaction (``core.redaction.Redactor``): a string it would change holds
-            a key-shaped value or a secret of the environment.
+        redactor: the redaction of this wake (``core.redaction.Redactor``): a string it would change
+            holds a secret.
     """
-    if secret_name(name):
-        return True
-    if isinstance(value, str):
-        head = value[:SECRET_SCAN_CHARS]
-        if redactor.holds(head):
-            return True
-        return "=" in head and any(secret_env_name(n) for n, _ in _ENV_LINE.findall(head))
-    if isinstance(value, dict):
-        return any(isinstance(k, str) and secret_env_name(k) for k in itertools.islice(dict.keys(value), 1000))
-    return False
+    return secret_name(name) or (not _is_table(value) and bool(secret_values(value, redactor)))
 
 
-def secret_values(value: Any) -> list[str]:
-    """The strings to scrub wherever they appear, for a variable ``looks_secret`` flagged: the value
-    itself, and the values of the credential-named lines of ``.env`` text or keys of a dict."""
-    if isinstance(value, str):
-        found = [value] if len(value) <= SECRET_SCAN_CHARS else []
-        return found + [v.strip() for n, v in _ENV_LINE.findall(value[:SECRET_SCAN_CHARS]) if secret_env_name(n)]
-    if isinstance(value, dict):
-        pairs = itertools.islice(dict.items(value), 1000)
-        return [v for k, v in pairs if isinstance(k, str) and secret_env_name(k) and isinstance(v, str)]
-    return []
+def secret_values(value: Any, redactor: Redactor, *, whole: bool = False) -> list[str]:
+    """The secrets a variable holds, to scrub wherever they appear: what the redaction finds in its
+    strings, and every string under a credential-named key, attribute or table column, at any depth
+    (bounded: ``SECRET_DEPTH``, ``SECRET_ITEMS``, ``SECRET_STRINGS``).
+
+    Args:
+        whole: every string in it is a secret (the variable's own name reads as a credential).
+    """
+    if type(value) in _PLAIN:
+        return []
+    if type(value) is str and not whole:  # the common cases, without the walk's closures
+        return redactor.findings(value[:SECRET_SCAN_CHARS]) if len(value) >= _SHORTEST_SECRET else []
+    if type(value) in (list, tuple) and _PLAIN.issuperset(map(type, itertools.islice(value, SECRET_ITEMS))):
+        return []
+    found: list[str] = []
+    left = [SECRET_STRINGS]
+
+    def text(v: str, under: bool) -> None:
+        left[0] -= 1
+        if under:
+            found.append(v[:SECRET_SCAN_CHARS])
+        elif len(v) >= _SHORTEST_SECRET:
+            found.extend(redactor.findings(v[:SECRET_SCAN_CHARS]))
+
+    def visit(v: Any, under: bool, depth: int) -> None:
+        if left[0] <= 0 or depth > SECRET_DEPTH:
+            return
+        kind = type(v)
+        if kind in _PLAIN:
+            return
+        if isinstance(v, str):
+            text(v, under)
+        elif isinstance(v, (bytes, bytearray)):
+            if under:
+                text(bytes(v[:SECRET_SCAN_CHARS]).decode("utf-8", "replace"), True)
+        elif isinstance(v, dict):
+            for k, x in itertools.islice(dict.items(v), SECRET_ITEMS):
+                named = under
+                if type(k) is str:
+                    named = under or secret_name(k)
+                    if not named and len(k) >= MIN_SECRET_CHARS:  # a key that is itself a token
+                        text(k, False)
+                kind = type(x)
+                if kind is str:  # inline: the common value, without a call
+                    if named or len(x) >= _SHORTEST_SECRET:
+                        text(x, named)
+                elif kind not in _PLAIN:
+                    visit(x, named, depth + 1)
+        elif isinstance(v, (list, tuple, set, frozenset, deque)):
+            if _PLAIN.issuperset(map(type, itertools.islice(iter(v), SECRET_ITEMS))):
+                return  # numbers only (the common list), looked at in C
+            for x in itertools.islice(iter(v), SECRET_ITEMS):
+                if type(x) is str:
+                    if under or len(x) >= _SHORTEST_SECRET:
+                        text(x, under)
+                elif type(x) not in _PLAIN:
+                    visit(x, under, depth + 1)
+        elif _is_table(v):
+            found.extend(_table_secrets(v, everything=under))
+        else:
+            top = (kind.__module__ or "").split(".")[0]
+            own = getattr(v, "__dict__", None) if top not in EAGER_LIBRARIES else None
+            if isinstance(own, dict) and not isinstance(v, (type, types.ModuleType)):
+                for k, x in itertools.islice(dict.items(own), SECRET_ITEMS):
+                    visit(x, under or (isinstance(k, str) and secret_name(k)), depth + 1)
+
+    visit(value, whole, 0)
+    return found
+
+
+_SHORTEST_SECRET = 4  # "pw=x": shorter text holds nothing the redaction finds
+# Values that hold no text: looked past at once (a list of 200 numbers is 200 of them).
+_PLAIN = frozenset({int, float, bool, complex, type(None), range})
+
+
+def _is_table(value: Any) -> bool:
+    """A pandas or polars DataFrame (its rows are data: a credential column is masked, not the table)."""
+    top = (type(value).__module__ or "").split(".")[0]
+    return top in ("pandas", "polars") and type(value).__name__ == "DataFrame"
+
+
+def _secret_columns(table: Any) -> list[Any]:
+    columns = itertools.islice(iter(table.columns), SECRET_COLUMNS)
+    return [c for c in columns if isinstance(c, str) and secret_name(c)]
+
+
+def _table_secrets(table: Any, *, everything: bool = False) -> list[str]:
+    """The strings of a table's credential-named columns (all of them when ``everything``), first rows."""
+    columns = list(itertools.islice(iter(table.columns), SECRET_COLUMNS)) if everything else _secret_columns(table)
+    if not columns:
+        return []
+    head = table.head(SECRET_ROWS)
+    found: list[str] = []
+    for column in columns:
+        values = head[column].to_list() if hasattr(head[column], "to_list") else list(head[column])
+        found += [v for v in values if isinstance(v, str)]
+    return found
 
 
 def type_name(value: Any) -> str:
@@ -338,8 +441,8 @@ def describe(name: str, value: Any, *, secret: bool = False) -> str:
     return _short(f"{name}: " + ", ".join(parts), LINE_CHARS)
 
 
-def _cell_text(cell: Cell, limit: int) -> str:
-    source = cell.source.strip("\n")
+def _cell_text(source: str, limit: int) -> str:
+    source = source.strip("\n")
     if len(source) > limit:
         half = limit // 2
         source = f"{source[:half]}\n{CUT}\n{source[-half:]}"
@@ -348,6 +451,30 @@ def _cell_text(cell: Cell, limit: int) -> str:
 
 def _mentioned(cells: list[Cell]) -> set[str]:
     return {word for c in cells for word in _IDENT.findall(c.source)}
+
+
+@dataclass(frozen=True)
+class _Variable:
+    """One variable as the block shows it (read on a reader thread, ``core.timebox``)."""
+
+    line: str
+    secret: bool = False
+    values: tuple[str, ...] = ()  # the secrets it holds, scrubbed wherever they appear
+
+
+_ORDINARY = _Variable("")  # listed, not secret, holds none
+
+
+def unreadable_line(name: str, value: Any = None, *, typed: bool = False) -> str:
+    """A variable that could not be read: its name, its type when asked for and safe to read (a class
+    attribute read through a plain metaclass runs no code of the object's), and why."""
+    kind = ""
+    if typed and safe_type(value) is not None:
+        try:
+            kind = type_name(value) + " "
+        except Exception:
+            kind = ""
+    return _short(f"{name}: {kind}[{UNREADABLE_NOTE}]", LINE_CHARS)
 
 
 class NotebookContext:
@@ -376,29 +503,93 @@ class NotebookContext:
         self.seen: Seen | None = None
         self.proposed: list[str] = []
         self._scrub = Redactor(environ)
+        self._lines: dict[str, str] = {}  # name -> its line in the block
+        self._secrets: set[str] = set()  # names shown by name and type only
 
     # -- the block ------------------------------------------------------------------------------------
 
     def take(self) -> str:
         """Read the kernel once (call it on the kernel's thread, before the run starts) and build the
-        block of this wake; returns it (also in ``block``; ``seen`` is what the next wake compares with)."""
+        block of this wake; returns it (also in ``block``; ``seen`` is what the next wake compares with).
+
+        Never raises, and returns within about ``VARIABLES_READ_S + DESCRIBE_LEAST_S + CELLS_READ_S``
+        (0.85 s) whatever the namespace holds: each variable is read on a reader thread
+        (``core.timebox``); one that hangs or raises is shown by name and ``UNREADABLE_NOTE``.
+        """
         ns, hidden = self.source.namespace(), self.source.hidden()
-        cells = self.source.cells(RECENT_CELLS)
+        got = call_within(lambda: (self.source.cells(RECENT_CELLS), self.source.last_number()), CELLS_READ_S)
+        cells, last_cell = (list(got.value[0]), int(got.value[1])) if got.ok and got.value else ([], 0)
         probe = self._scrub
+        hung_before = self.previous.hung if self.previous is not None else frozenset()
         # Names, not (name, value) pairs: 10,000 tuples would wake the garbage collector mid-build.
-        listed = [k for k in list(ns) if isinstance(k, str) and is_listed(k, ns.get(k), hidden)]
-        secrets = {k for k in listed if looks_secret(k, ns.get(k), probe)}
-        values = [text for k in secrets for text in secret_values(ns.get(k))]
-        self._scrub = Redactor(self._environ, values=values)
+        names = [k for k in list(ns) if isinstance(k, str) and not k.startswith("_") and k not in hidden]
+
+        def sort(name: str) -> _Variable | None:
+            """Whether the variable is listed, and what secrets it holds (every variable: a secret
+            not shown in the block may still be in a cell's source or output)."""
+            value = ns.get(name)
+            if hung_before and (id(value), type(value)) in hung_before:
+                return _Variable(unreadable_line(name, value, typed=True))
+            try:
+                if _is_code(type(value), value):
+                    return None
+                named = secret_name(name)
+                held = secret_values(value, probe, whole=named)
+                if not named and not held:
+                    return _ORDINARY  # one object for all of them: nothing new for the collector
+                return _Variable("", named or not _is_table(value), tuple(held))
+            except Exception:
+                return _Variable(unreadable_line(name, value, typed=True))
+
+        deadline = time.monotonic() + VARIABLES_READ_S
+        sorted_out = read_each(names, sort, item_s=VARIABLE_READ_S, budget_s=VARIABLES_READ_S)
+        read_vars: dict[str, _Variable] = {}
+        hung: set[tuple[int, type]] = set(hung_before)
+
+        def unread(name: str, outcome: Outcome[Any]) -> _Variable:
+            value = ns.get(name)
+            if outcome.status == TIMED_OUT:
+                hung.add((id(value), type(value)))
+            return _Variable(unreadable_line(name, value, typed=True))
+
+        for i, name in enumerate(names):
+            if i in sorted_out.failed:
+                read_vars[name] = unread(name, sorted_out.failed[i])
+            elif (variable := sorted_out.values[i]) is not None:
+                read_vars[name] = variable
+        listed = list(read_vars)
+        self._secrets = {k for k, v in read_vars.items() if v.secret}
+        self._scrub = Redactor(self._environ, values=[t for v in read_vars.values() for t in v.values])
         mentioned = _mentioned(cells)
         ordered = sorted(k for k in listed if k in mentioned) + sorted(k for k in listed if k not in mentioned)
+        # Lines only for the variables the block can hold (the shortest line is about 8 characters).
+        to_describe = [k for k in ordered[: VARIABLES_BUDGET_CHARS // 8] if not read_vars[k].line]
+
+        def line_of(name: str) -> str:
+            value = ns.get(name)
+            try:
+                return describe(name, value, secret=read_vars[name].secret)
+            except Exception:
+                return unreadable_line(name, value, typed=True)
+
+        left_s = max(DESCRIBE_LEAST_S, deadline - time.monotonic())
+        described = read_each(to_describe, line_of, item_s=VARIABLE_READ_S, budget_s=left_s)
+        for i, name in enumerate(to_describe):
+            failed = described.failed.get(i)
+            line = unread(name, failed).line if failed is not None else str(described.values[i])
+            read_vars[name] = _Variable(line, read_vars[name].secret, read_vars[name].values)
         before = self.previous.variables if self.previous is not None else None
         lines: list[str] = []
         now: dict[str, tuple[int, str]] = {}
         used = 0
         for name in ordered:
+            if not read_vars[name].line:  # past what the block can hold
+                break
             value = ns.get(name)
-            line = describe(name, value, secret=name in secrets)
+            # A line names types and shapes, never values: only what is secret by value or shape
+            # (a dict key that is a token) is scrubbed, not "name: type" read as an assignment.
+            line = self._scrub(read_vars[name].line, names=False)
+            self._lines[name] = line
             mark = ""
             if before is not None:
                 old = before.get(name)
@@ -416,24 +607,25 @@ class NotebookContext:
             present = set(listed)
             gone = sorted(k for k in before if k not in present)
             if gone:
-                names = ", ".join(gone[:NAMES_SHOWN]) + (", …" if len(gone) > NAMES_SHOWN else "")
-                parts.append(VARS_GONE.format(names=names))
+                gone_names = ", ".join(gone[:NAMES_SHOWN]) + (", …" if len(gone) > NAMES_SHOWN else "")
+                parts.append(VARS_GONE.format(names=gone_names))
         last_seen = self.previous.last_cell if self.previous is not None else None
         parts.append(CELLS_HEAD)
         shown_cells = []
         room = BLOCK_BUDGET_CHARS - sum(len(p) + 2 for p in parts)
         for cell in reversed(cells):  # the newest first gets the room, then shown oldest first
             mark = f" {NEW}" if last_seen is not None and cell.number > last_seen else ""
-            text = f"[{cell.number}]{mark} {_cell_text(cell, CELL_SOURCE_CHARS)}"
+            # Scrubbed before it is cut: a secret cut in half would leave its head readable.
+            text = f"[{cell.number}]{mark} {_cell_text(self._scrub(cell.source), CELL_SOURCE_CHARS)}"
             if cell.error:
-                text += "\n" + CELL_ERROR.format(error=_short(cell.error, ERROR_CHARS))
+                text += "\n" + CELL_ERROR.format(error=_short(self._scrub(cell.error), ERROR_CHARS))
             if len(text) + 1 > room:
                 break
             room -= len(text) + 1
             shown_cells.append(text)
         parts.append("\n".join(reversed(shown_cells)) if shown_cells else CELLS_NONE)
-        self.block = self._scrub("\n\n".join(parts))
-        self.seen = Seen(now, self.source.last_number())
+        self.block = "\n\n".join(parts)
+        self.seen = Seen(now, last_cell, frozenset(hung))
         return self.block
 
     # -- the tools ------------------------------------------------------------------------------------
@@ -441,27 +633,37 @@ class NotebookContext:
     def preview(self, name: str, start: int = 0) -> str:
         """What the variable tool answers: a bounded look at one variable (blocks up to the timeout)."""
         ns, hidden = self.source.namespace(), self.source.hidden()
-        if name not in ns or not isinstance(name, str) or name.startswith("_") or name in hidden:
+        if not isinstance(name, str) or name not in ns or name.startswith("_") or name in hidden:
             return NO_VARIABLE.format(name=name)
         value = ns[name]
-        if isinstance(value, types.ModuleType):
-            return NO_VARIABLE.format(name=name)
-        if looks_secret(name, value, self._scrub):
-            return describe(name, value, secret=True)
-        return self._bounded(name, lambda: describe(name, value) + "\n\n" + _preview(value, max(0, start)))
+        if self.seen is not None and (id(value), type(value)) in self.seen.hung:
+            return self._lines.get(name) or unreadable_line(name)
+
+        def look() -> str:
+            if isinstance(value, types.ModuleType):
+                return NO_VARIABLE.format(name=name)
+            if name in self._secrets or looks_secret(name, value, self._scrub):
+                return describe(name, value, secret=True)
+            head = self._scrub(describe(name, value), names=False)
+            return head + "\n\n" + _preview(value, max(0, start), self._scrub)
+
+        return self._bounded(name, look)
 
     def read_cell(self, number: int) -> str:
         """What the cell tool answers: a cell's source, its output and error, bounded and scrubbed."""
-        cell = self.source.cell(number)
+        got = call_within(lambda: self.source.cell(number), self.timeout_s)
+        cell = got.value if got.ok else None
         if cell is None:
-            return NO_CELL.format(n=number, last=self.source.last_number())
+            last = call_within(self.source.last_number, self.timeout_s)
+            return NO_CELL.format(n=number, last=last.value if last.ok else "?")
 
         def text() -> str:
-            parts = [CELL_SOURCE.format(n=cell.number, source=_short(cell.source, CELL_CHARS))]
+            source = _short(self._scrub(cell.source), CELL_CHARS)
+            parts = [CELL_SOURCE.format(n=cell.number, source=source)]
             if cell.output is not None:
-                parts.append(CELL_OUTPUT.format(output=_preview(cell.output, 0)))
+                parts.append(CELL_OUTPUT.format(output=_preview(cell.output, 0, self._scrub)))
             if cell.error:
-                parts.append(CELL_ERROR.format(error=_short(cell.error, ERROR_CHARS)).strip())
+                parts.append(CELL_ERROR.format(error=_short(self._scrub(cell.error), ERROR_CHARS)).strip())
             return "\n\n".join(parts)
 
         return self._bounded(f"[{number}]", text)
@@ -473,24 +675,31 @@ class NotebookContext:
         self.proposed.append(code)
         return PROPOSED_LAB if self.source.propose(code) else PROPOSED_NEXT
 
+    def _line_of(self, name: str) -> str:
+        """The variable's line: the block's, else read now (bounded, as the block reads it)."""
+        if name in self._lines:
+            return self._lines[name]
+        value = self.source.namespace().get(name)
+        got = call_within(lambda: describe(name, value, secret=name in self._secrets), VARIABLE_READ_S)
+        return self._scrub(str(got.value), names=False) if got.ok else unreadable_line(name, value, typed=True)
+
     def _bounded(self, what: str, make: Callable[[], str]) -> str:
-        """``make()`` on a daemon thread, given up after ``PREVIEW_TIMEOUT_S``; scrubbed and cut."""
-        done: Future[str] = Future()
-
-        def run() -> None:
+        """``make()`` (which scrubs what it shows) on a thread of its own, given up after
+        ``timeout_s``; cut to the tool's bound."""
+        done: Outcome[str] = call_within(make, self.timeout_s)
+        if done.ok:
+            text = str(done.value)
+        elif done.status == TIMED_OUT:
+            line = what if what.startswith("[") else self._line_of(what)
+            text = TIMED_OUT_NOTE.format(what=what, s=self.timeout_s, line=line)
+        else:
+            error = done.error
             try:
-                done.set_result(make())
-            except Exception as exc:
-                done.set_result(FAILED.format(what=what, error=_short(f"{type(exc).__name__}: {exc}", ERROR_CHARS)))
-
-        threading.Thread(target=run, name="flower-notebook-preview", daemon=True).start()
-        try:
-            text = done.result(timeout=self.timeout_s)
-        except TimeoutError:
-            value = self.source.namespace().get(what)
-            line = describe(what, value) if value is not None else what
-            text = TIMED_OUT.format(what=what, s=self.timeout_s, line=line)
-        return self._scrub(_short(text, max(PREVIEW_CHARS, CELL_CHARS if what.startswith("[") else 0)))
+                said = self._scrub(f"{type(error).__name__}: {error}")
+            except BaseException:  # its __str__ is hostile too
+                said = type(error).__name__
+            text = FAILED.format(what=what, error=_short(said, ERROR_CHARS))
+        return _short(text, max(PREVIEW_CHARS, CELL_CHARS if what.startswith("[") else 0))
 
     def mcp_server(self) -> McpSdkServerConfig:
         """The in-process SDK MCP server offering the three tools (imports the SDK)."""
@@ -520,37 +729,52 @@ class NotebookContext:
         return create_sdk_mcp_server(SERVER_NAME, tools=[variable_tool, cell_tool, propose_tool])
 
 
-def _preview(value: Any, start: int) -> str:
-    """A bounded look at a value's content (what the variable tool shows after the describe line)."""
+def _preview(value: Any, start: int, scrub: Callable[[str], str]) -> str:
+    """A bounded look at a value's content (what the variable tool shows after the describe line),
+    scrubbed before each cut (a secret cut in half would leave its head readable)."""
+
+    def cut(text: str, limit: int) -> str:
+        return _short(scrub(text), limit)
+
     cls = type(value)
     top = (cls.__module__ or "").split(".")[0]
     if inspect.isroutine(value) or isinstance(value, type):
         try:
-            return _short(inspect.getsource(value), PREVIEW_CHARS)
+            return cut(inspect.getsource(value), PREVIEW_CHARS)
         except (OSError, TypeError):
-            return _short(repr(value), PREVIEW_CHARS)
+            return cut(repr(value), PREVIEW_CHARS)
     if top in EAGER_LIBRARIES and "Lazy" not in cls.__name__:
         if hasattr(value, "iloc") and hasattr(value, "to_string"):  # pandas
             part = value.iloc[start : start + PREVIEW_ROWS]
-            return _short(part.to_string(max_cols=20, max_colwidth=60), PREVIEW_CHARS)
+            if hasattr(part, "columns") and (hidden := _secret_columns(part)):
+                part = part.copy()
+                for column in hidden:  # a password column: its name stays, its values do not
+                    part[column] = REDACTED
+            return cut(part.to_string(max_cols=20, max_colwidth=60), PREVIEW_CHARS)
         if hasattr(value, "slice") and hasattr(value, "head"):  # polars, pyarrow tables
-            return _short(repr(value.slice(start, PREVIEW_ROWS)), PREVIEW_CHARS)
+            part = value.slice(start, PREVIEW_ROWS)
+            names = getattr(part, "column_names", None) or getattr(part, "columns", None) or []
+            if hidden := [n for n in names if isinstance(n, str) and secret_name(n)]:
+                part = part.select([n for n in names if n not in hidden])
+            return cut(repr(part), PREVIEW_CHARS)
         if top == "numpy" and hasattr(value, "shape"):
             import numpy
 
             part = value[start : start + PREVIEW_ROWS] if getattr(value, "ndim", 0) else value
-            return _short(numpy.array2string(part, threshold=200, edgeitems=3, max_line_width=120), PREVIEW_CHARS)
+            return cut(numpy.array2string(part, threshold=200, edgeitems=3, max_line_width=120), PREVIEW_CHARS)
     if isinstance(value, (str, bytes, bytearray)):
-        return _short(repr(value[start : start + PREVIEW_CHARS]), PREVIEW_CHARS)
+        return cut(repr(value[start : start + PREVIEW_CHARS]), PREVIEW_CHARS)
     if isinstance(value, dict):
         items = itertools.islice(dict.items(value), start, start + PREVIEW_ITEMS)
-        return _short("\n".join(f"{_short(repr(k), 80)}: {_short(repr(v), 200)}" for k, v in items), PREVIEW_CHARS)
+        # Key and value scrubbed together, so that a credential-named key hides its value.
+        lines = (cut(f"{_short(repr(k), 80)}: {repr(v)[:SCRUB_WINDOW_CHARS]}", 80 + 2 + 200) for k, v in items)
+        return _short("\n".join(lines), PREVIEW_CHARS)
     if isinstance(value, (list, tuple, deque, set, frozenset, range)):
         elements = itertools.islice(iter(value), start, start + PREVIEW_ITEMS)
-        lines = (f"[{start + i}] {_short(repr(v), 200)}" for i, v in enumerate(elements))
+        lines = (f"[{start + i}] {cut(repr(v), 200)}" for i, v in enumerate(elements))
         return _short("\n".join(lines), PREVIEW_CHARS)
     import reprlib
 
     short = reprlib.Repr()
     short.maxstring, short.maxother, short.maxlist, short.maxdict = 400, PREVIEW_CHARS, PREVIEW_ITEMS, PREVIEW_ITEMS
-    return _short(short.repr(value), PREVIEW_CHARS)
+    return cut(short.repr(value), PREVIEW_CHARS)

@@ -24,6 +24,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 from flower_magic.core.durable import write_atomic
 from flower_magic.core.errors import UserError
+from flower_magic.core.redaction import remember
 from flower_magic.core.words import say
 
 SESSIONS_ENV = "FLOWER_SESSIONS"
@@ -129,6 +130,8 @@ class StoreLocation:
             if name == "password":
                 password = value
         query = urlencode([(n, v) for n, v in params if n != "password"])
+        # Whatever this process serves or writes from now on is scrubbed of it (core.redaction).
+        remember(password)
         return cls(
             POSTGRES,
             host=parts.hostname or "",
