@@ -33,6 +33,7 @@ from flower_magic.workflow.flags import CLI, add_flags, go_options
 from flower_magic.workflow.go import (
     GoError,
     GoOptions,
+    RunDirLink,
     TaskTooBig,
     build,
     hold_run_dir,
@@ -231,6 +232,9 @@ def main(argv: list[str] | None = None) -> int:
         # The flags were right, so the usage synopsis would not help: one line says what to do.
         print(f"flower: error: {exc}", file=sys.stderr)
         return 2
+    except RunDirLink as exc:  # no flag was wrong: the folder was, as preflight's refusals below
+        print(f"flower: {exc}", file=sys.stderr)
+        return 1
     except GoError as exc:
         parser.error(str(exc))
     if args.status:

@@ -444,6 +444,8 @@ _TEXTS: dict[str, dict[str, str]] = {
         "opt_sessions": "--sessions / FLOWER_SESSIONS 要一个 postgresql:// 地址(或 sqlite),不是 {value}",
         "sessions_mismatch": "{path} 的会话存在 {recorded},这次却指定了 {chosen}:换了存储就接不上之前的会话。用 --sessions 指回 {recorded}(密码给在 URL、PGPASSWORD 或 ~/.pgpass 里),或用 -r 换一个运行目录",
         "sessions_unreachable": "连不上会话存储 {where}:{why}。检查地址、密码和网络,或用 --sessions 换一个",
+        "link_refused": "{path} 是一个符号链接(指向 {target});flower 从不透过链接写自己的文件,这次什么都没写。删掉这个链接再试",
+        "run_dir_link": "{path} 是一个符号链接(指向 {target});flower 不跟着自己找到的运行目录链接走,这次什么都没写。要把运行放在那里就明说:-r {real};否则删掉这个链接再试",
     },
     "en": {
         "wake_head": "<- picking up in {where}",
@@ -877,6 +879,8 @@ _TEXTS: dict[str, dict[str, str]] = {
         "opt_sessions": "--sessions / FLOWER_SESSIONS must be a postgresql:// URL (or sqlite), not {value}",
         "sessions_mismatch": "{path} keeps its sessions in {recorded}, but {chosen} was chosen: another store cannot continue them. Point --sessions back at {recorded} (password in the URL, PGPASSWORD or ~/.pgpass), or use another run dir with -r",
         "sessions_unreachable": "cannot reach the session store {where}: {why}. Check the address, password and network, or choose another with --sessions",
+        "link_refused": "{path} is a symbolic link (to {target}); flower never writes its files through a link, and wrote nothing. Remove the link and try again",
+        "run_dir_link": "{path} is a symbolic link (to {target}); flower does not follow a run dir link it finds, and wrote nothing. To keep the runs there, name it: -r {real}; otherwise remove the link and try again",
     },
 }
 
