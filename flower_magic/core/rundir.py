@@ -15,8 +15,8 @@ append to or lock with ``O_NOFOLLOW`` (``core.durable.open_own``) and replace a 
 into it (``durable.write_atomic``), so a link planted after that check is not written through either.
 The run dir itself may be a link only when the person named it (``-r``, ``%config
 FlowerMagics.run_dir``): that is their choice of where runs go. The default ``runs`` found as a link
-is refused (``-r`` with its target says the same thing on purpose), and so are ``.flower`` and the
-folders in it.
+is refused (``GoOptions.check`` raises ``RunDirLink``, whose line says to name the target with ``-r``
+if that is where runs should go), and so are ``.flower`` and the folders in it (preflight).
 
 Guarantees:
     - ``RunDir.at`` only computes paths (absolute, ``~`` expanded); it reads and writes nothing.
@@ -26,6 +26,10 @@ Guarantees:
     - Every file name of a run is spelled here (or, for the two files with their own module, in
       ``core.lineage``, ``core.manifest`` and ``core.live``, and named here from there).
     - ``own_files`` and ``own_folders`` read at most the notes folder's names; they never follow a link.
+Not guaranteed:
+    - Reads through a link planted after preflight (``snapshot`` and the readers may follow one; no
+      writer does).
+    - Links among the folders above a run dir or workspace the person named: those are their choice.
 """
 
 from __future__ import annotations
