@@ -34,6 +34,7 @@ from flower_magic.workflow.go import (
     GoError,
     GoOptions,
     NotText,
+    RunDirLink,
     TaskTooBig,
     build,
     hold_run_dir,
@@ -243,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
         # The flags were right, so the usage synopsis would not help: one line says what to do.
         echo(f"flower: error: {exc}", err=True)
         return 2
+    except RunDirLink as exc:  # no flag was wrong: the folder was, as preflight's refusals below
+        echo(f"flower: {exc}", err=True)
+        return 1
     except GoError as exc:
         parser.error(str(exc))
     if args.status:

@@ -27,6 +27,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from flower_magic.core.durable import open_own
 from flower_magic.core.errors import FlowerError, UserError
 from flower_magic.core.words import say
 from flower_magic.workflow.go import GoOptions
@@ -128,7 +129,7 @@ def _tell(line: str) -> None:
 
 def _to_log(path: Path) -> None:
     """From now on stdout and stderr go to ``runner.log``; stdin is nothing."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = open_own(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)  # never through a link (preflight refused one)
     sys.stdout.flush()
     sys.stderr.flush()
     os.dup2(fd, 1)

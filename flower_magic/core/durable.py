@@ -10,6 +10,11 @@ Guarantees:
     - ``read_capped`` never blocks on a FIFO and never reads more than ``max_bytes + 1`` bytes.
     - ``set_aside`` moves a file to a new, unused name and never overwrites anything; ``copy_aside``
       writes a durable copy under such a name and leaves the file where it is.
+    - Nothing here writes through a symbolic link: ``write_atomic`` renames its temp over the name (a
+      link there is replaced, its target untouched), temps and copies are created ``O_EXCL`` (which
+      never follows a link), and ``open_own`` opens a file flower appends to or locks with
+      ``O_NOFOLLOW`` (an lstat first where the system has no such flag), refusing a link with
+      ``IsALink``.
 Not guaranteed:
     - Durability on filesystems that ignore fsync (some network mounts).
     - Liveness checks across machines: a temp written through a shared mount by a process on
@@ -35,6 +40,8 @@ _TEMP_RE = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.[0-9a-f]{8}\.tmp$")
 # Windows opens a descriptor in text mode ("\n" written as "\r\n", a read stopping at Ctrl-Z)
 # unless told otherwise; the flag does not exist elsewhere.
 BINARY = getattr(os, "O_BINARY", 0)
+# Opening a symbolic link with this fails (ELOOP) instead of opening its target; Windows has no such flag.
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 # A live writer holds its temp for milliseconds (the whole write of a 10 MB manifest takes well
 # under a second); a temp an hour old belongs to a dead writer whose pid was reused.
@@ -54,6 +61,39 @@ def _fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+class IsALink(OSError):
+    """A file flower keeps is a symbolic link, which it never opens: nothing was written through it."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(errno.ELOOP, "a symbolic link: flower never writes through one", str(path))
+
+
+def refuse_link(path: Path) -> None:
+    """Raise ``IsALink`` when ``path`` is a symbolic link (dangling or not)."""
+    if os.path.islink(path):
+        raise IsALink(path)
+
+
+def open_own(path: Path, flags: int, mode: int = 0o644) -> int:
+    """``os.open`` of one of flower's own files, never through a symbolic link.
+
+    A run dir cloned with ``run.lock -> ../../notes.md`` must not have the notes truncated, and a
+    dangling link must not create its target.
+
+    Raises:
+        IsALink: ``path`` is a symbolic link; nothing was opened or created.
+        OSError: as ``os.open``.
+    """
+    if not NOFOLLOW:
+        refuse_link(path)  # no O_NOFOLLOW here: the lstat is all there is
+    try:
+        return os.open(path, flags | NOFOLLOW | BINARY, mode)
+    except OSError as exc:
+        if os.path.islink(path):  # ELOOP on Linux and macOS, EMLINK on FreeBSD
+            raise IsALink(path) from exc
+        raise
 
 
 def write_atomic(path: Path, data: bytes) -> None:

@@ -134,6 +134,31 @@ class NotAFile(UserError, OSError):
         super().__init__(say("not_a_file", lang, path=path, kind=say(kind_of(mode), lang)))
 
 
+class LinkRefused(UserError, OSError):
+    """A file or folder flower keeps (in the run dir, in ``.flower``) is a symbolic link. Flower never
+    writes through one (``runs/run.lock -> ../../notes.md`` in a cloned repository would be wiped), so
+    nothing ran and nothing was written.
+
+    Attributes:
+        path: the link.
+        target: what it points to, as ``readlink`` says ("" when that cannot be read).
+    """
+
+    def __init__(self, path: Path, lang: str = "", *, key: str = "link_refused") -> None:
+        from flower_magic.core.words import pick_lang_or_default, say
+
+        self.path = path
+        try:
+            self.target = os.readlink(path)
+        except OSError:
+            self.target = ""
+        # A link's text comes from whoever made it (a cloned repository): no escape reaches a terminal.
+        shown = self.target if self.target.isprintable() else ascii(self.target)
+        real = os.path.realpath(path)
+        real = real if real.isprintable() else ascii(real)
+        super().__init__(say(key, pick_lang_or_default(lang), path=path, target=shown or "?", real=real))
+
+
 class RunLocked(UserError):
     """Another process runs a workflow in this run dir (it holds ``run.lock``); nothing was written.
 
@@ -244,18 +269,21 @@ def check_dir(role: str, path: Path, lang: str = "") -> None:
 
 
 def check_files(paths: list[Path], lang: str = "") -> None:
-    """Raise ``NotAFile`` for the first of ``paths`` that exists and is not a regular file. Writes nothing."""
-    import stat
-
+    """Raise ``LinkRefused`` for the first of ``paths`` that is a symbolic link (to anything, or to
+    nowhere), ``NotAFile`` for one that exists and is not a regular file. Writes nothing."""
     for path in paths:
         try:
             mode = path.lstat().st_mode
         except OSError:
             continue
         if stat.S_ISLNK(mode):
-            try:
-                mode = path.stat().st_mode
-            except OSError:
-                continue  # a dangling link: the writer replaces it
+            raise LinkRefused(path, lang)
         if not stat.S_ISREG(mode):
             raise NotAFile(path, lang)
+
+
+def check_folders(paths: list[Path], lang: str = "") -> None:
+    """Raise ``LinkRefused`` for the first of ``paths`` that is a symbolic link. Writes nothing."""
+    for path in paths:
+        if os.path.islink(path):
+            raise LinkRefused(path, lang)

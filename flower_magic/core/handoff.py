@@ -350,6 +350,10 @@ def degraded(step: str, prompt: str, why: str = "") -> Handoff:
 _UNSAFE_RE = re.compile(r'[/\\:*?"<>|]')
 
 
+HANDOFF_PREFIX = "交接-"  # <notes>/交接-<step>.md (core.rundir counts them among the files flower writes)
+HANDOFF_ARCHIVE = "交接"  # earlier hand-offs: <notes>/archive/交接/
+
+
 def safe_step(step: str) -> str:
     """The step name usable in a file name: ``/ \\ : * ? " < > |`` removed; ``step`` if nothing is left."""
     return _UNSAFE_RE.sub("", step).strip() or "step"
@@ -365,9 +369,9 @@ def handoff_path(notes_dir: Path, step: str) -> Path:
         OSError: the old hand-off exists but cannot be moved aside.
     """
     safe = safe_step(step)
-    path = notes_dir / f"交接-{safe}.md"
+    path = notes_dir / f"{HANDOFF_PREFIX}{safe}.md"
     if path.exists():
-        archive = notes_dir / "archive" / "交接"
+        archive = notes_dir / "archive" / HANDOFF_ARCHIVE
         archive.mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         n = 0

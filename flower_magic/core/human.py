@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flower_magic.core.brief import RUNTIME_LABEL, append_section
+from flower_magic.core.durable import open_own
 from flower_magic.core.events import Event, Sink
 
 if TYPE_CHECKING:
@@ -454,7 +456,9 @@ class HumanChannel:
         try:
             with self._log_lock:
                 self.log_path.parent.mkdir(parents=True, exist_ok=True)
-                with self.log_path.open("a", encoding="utf-8") as f:
+                # Never appended through a link (IsALink): the log is one of the notes flower writes.
+                fd = open_own(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+                with os.fdopen(fd, "a", encoding="utf-8") as f:
                     f.write((LOG_HEADER if f.tell() == 0 else "") + text)
         except OSError as exc:
             self.ui_errors.append(exc)

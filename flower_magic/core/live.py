@@ -33,6 +33,9 @@ Guarantees:
       the run dir as it was.
     - The inbox skips anything that is not a regular file or is larger than ``MAX_MESSAGE_BYTES``;
       a message it cannot read is kept aside (``<name>.bad``), never lost silently.
+    - No symbolic link is written through: an inbox that is one is neither taken (nothing in the
+      folder it points to is read, deleted or renamed) nor posted to (``LinkRefused``); the log is
+      opened ``O_NOFOLLOW`` and ``live.json`` is replaced by a rename, never written into.
 Not guaranteed:
     - Followers on another host of a network filesystem see records late (whatever its cache allows).
 """
@@ -55,8 +58,8 @@ from pathlib import Path
 from typing import Any
 
 from flower_magic.core import runlock
-from flower_magic.core.durable import BINARY, read_capped, write_atomic
-from flower_magic.core.errors import UserError, logged
+from flower_magic.core.durable import BINARY, NOFOLLOW, read_capped, write_atomic
+from flower_magic.core.errors import LinkRefused, UserError, logged
 from flower_magic.core.events import Event
 from flower_magic.core.printable import unwritable_at
 from flower_magic.core.redaction import Redactor
@@ -450,7 +453,8 @@ def post(run_dir: Path, op: str, *, text: str = "", ask_id: str = "", source: st
     Raises:
         NotLive: no process runs this run dir now.
         UserError: an unknown ``op``, words longer than ``MAX_WORDS_CHARS`` or holding a lone
-            surrogate, or an inbox that is not a folder. Nothing is written then.
+            surrogate, or an inbox that is not a folder (``LinkRefused``: a symbolic link). Nothing
+            is written then.
     """
     from flower_magic.core.words import pick_lang_or_default, say
 
@@ -466,6 +470,8 @@ def post(run_dir: Path, op: str, *, text: str = "", ask_id: str = "", source: st
     if state is None or not state.live:
         raise NotLive(say("live_none", lang, path=str(run_dir)))
     box = run_dir / INBOX_NAME
+    if os.path.islink(box):  # a cloned runs/inbox -> elsewhere: the message would be written there
+        raise LinkRefused(box, lang)
     if os.path.lexists(box) and not box.is_dir():
         raise UserError(say("live_inbox_not_dir", lang, path=str(box)))
     message = {"op": op, "text": text, "id": ask_id, "from": source if source in SOURCES else "api", "t": time.time()}
@@ -475,38 +481,86 @@ def post(run_dir: Path, op: str, *, text: str = "", ask_id: str = "", source: st
     return path
 
 
+# Taking the inbox through a descriptor of the folder itself, opened without following a link: a
+# link swapped in for the inbox after that open is never read, emptied or renamed in. Where the
+# system cannot (Windows: no dir_fd, no O_NOFOLLOW) an lstat of the folder comes first instead.
+_DIR_FDS = {os.open, os.stat, os.unlink, os.rename} <= os.supports_dir_fd and os.listdir in os.supports_fd
+
+
+def _open_box(box: Path) -> int | None:
+    """A descriptor of the inbox folder (None where the system has no dir_fd), never through a link.
+
+    Raises:
+        OSError: no inbox, not a folder, or a link.
+    """
+    if not _DIR_FDS:
+        if not stat.S_ISDIR(os.lstat(box).st_mode):
+            raise OSError(errno.ENOTDIR, "not a folder", str(box))
+        return None
+    return os.open(box, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | NOFOLLOW)
+
+
+def _read_message(name: str | Path, box_fd: int | None) -> dict[str, Any] | None:
+    """One message file, or None when it is not one (unreadable, too big, not a message)."""
+    try:
+        fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | NOFOLLOW | BINARY, dir_fd=box_fd)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_MESSAGE_BYTES:
+                return None
+            data = fh.read(MAX_MESSAGE_BYTES + 1)
+        message = json.loads(data) if len(data) <= MAX_MESSAGE_BYTES else None
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(message, dict) and message.get("op") in OPS and isinstance(message.get("text", ""), str)
+    return message if ok else None
+
+
 def take_inbox(run_dir: Path) -> list[dict[str, Any]]:
-    """The messages waiting in the inbox, oldest first; each is removed as it is taken."""
+    """The messages waiting in the inbox, oldest first; each is removed as it is taken.
+
+    An inbox that is a symbolic link is not read (nothing in the folder it points to is taken,
+    deleted or renamed); nor is a link inside it.
+    """
     box = run_dir / INBOX_NAME
     try:
-        names = sorted(n for n in os.listdir(box) if n.endswith(".json") and not n.startswith("."))
+        box_fd = _open_box(box)
     except OSError:
         return []
+    try:
+        listing = os.listdir(box_fd if box_fd is not None else box)
+        names = sorted(n for n in listing if n.endswith(".json") and not n.startswith("."))
+    except OSError:
+        names = []
     out: list[dict[str, Any]] = []
-    for name in names:
-        path = box / name
-        try:
-            st = os.lstat(path)
-        except OSError:
-            continue
-        if not stat.S_ISREG(st.st_mode):
-            continue
-        try:
-            message = json.loads(read_capped(path, MAX_MESSAGE_BYTES))
-            ok = isinstance(message, dict) and message.get("op") in OPS and isinstance(message.get("text", ""), str)
-        except (OSError, ValueError):
-            ok, message = False, None
-        if not ok:
-            with logged(log, "keeping an unreadable message aside"):
-                os.replace(path, path.with_name(name + ".bad"))
-            continue
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
-        assert isinstance(message, dict)
-        message["text"] = str(message.get("text") or "")[:MAX_WORDS_CHARS]
-        message["id"] = str(message.get("id") or "")[:100]
-        message["from"] = message.get("from") if message.get("from") in SOURCES else "api"
-        out.append(message)
+    try:
+        for name in names:
+            # By name in the folder's descriptor; by full path where there is none.
+            at: str | Path = name if box_fd is not None else box / name
+            try:
+                st = os.stat(at, dir_fd=box_fd, follow_symlinks=False)
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            message = _read_message(at, box_fd)
+            if message is None:
+                with logged(log, "keeping an unreadable message aside"):
+                    bad: str | Path = name + ".bad" if box_fd is not None else box / (name + ".bad")
+                    os.replace(at, bad, src_dir_fd=box_fd, dst_dir_fd=box_fd)
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(at, dir_fd=box_fd)
+            message["text"] = str(message.get("text") or "")[:MAX_WORDS_CHARS]
+            message["id"] = str(message.get("id") or "")[:100]
+            message["from"] = message.get("from") if message.get("from") in SOURCES else "api"
+            out.append(message)
+    finally:
+        if box_fd is not None:
+            os.close(box_fd)
     return out
 
 

@@ -12,7 +12,9 @@ Guarantees:
     - An unreadable manifest is never destroyed: ``persist`` moves it aside
       (``manifest.json.unreadable-<ts>``) and starts from an empty array. A readable array with
       elements that are not objects is kept aside too; its object rows carry over.
-    - ``persist`` raises only ``OSError``, and only when the run dir cannot be written.
+    - ``persist`` raises only ``OSError``, and only when the run dir cannot be written (or ``.lock`` is
+      a symbolic link, which it never opens). The manifest itself is replaced by a rename, never
+      written into, so a link in its place is replaced, its target untouched.
     - ``read_rows`` never raises and never writes.
     - ``new_run_id`` never hands out the same id twice in one process.
 Cost:
@@ -52,7 +54,7 @@ from typing import Any, TypeVar
 
 from flower_magic.core import oslock
 from flower_magic.core.bulk import orjson_is_exact
-from flower_magic.core.durable import BINARY, read_capped, set_aside, sweep_temps, write_atomic
+from flower_magic.core.durable import open_own, read_capped, set_aside, sweep_temps, write_atomic
 from flower_magic.core.indented import encode_row
 
 MANIFEST = "manifest.json"
@@ -186,7 +188,7 @@ def persist(run_dir: str | os.PathLike[str], run_id: str, rows: Iterable[Mapping
 @contextmanager
 def _exclusive(lock: Path) -> Iterator[None]:
     # Read-only is enough for flock and LockFileEx, and works even if someone made .lock read-only.
-    fd = os.open(lock, os.O_RDONLY | os.O_CREAT | BINARY, 0o644)
+    fd = open_own(lock, os.O_RDONLY | os.O_CREAT)  # a link there is refused (IsALink), never created through
     try:
         oslock.lock(fd)
         yield

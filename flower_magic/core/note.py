@@ -16,7 +16,9 @@ Guarantees:
       be read at all is moved aside under that name instead. If neither works: OSError, file untouched.
     - ``append`` only appends, in the file's own encoding (a GB18030 or UTF-16 file stays one), and
       carries the record over, so flower's own append never makes its file look like a person's edit
-      and never makes a person's edit look like flower's.
+      and never makes a person's edit look like flower's. It never appends through a symbolic link
+      (``durable.IsALink``); ``replace`` renames over the name, so a link there is replaced, never
+      written into.
     - The record is written after the note itself. A lost record (a crash in between, a folder that
       takes the note but not the record) only makes flower keep one copy too many, never one too few.
 Not guaranteed:
@@ -36,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from flower_magic.core.durable import BINARY, copy_aside, read_capped, set_aside, write_atomic
+from flower_magic.core.durable import BINARY, copy_aside, open_own, read_capped, set_aside, write_atomic
 
 MAX_NOTE_BYTES = 4 * 1024 * 1024  # a notes document is prose; anything bigger is not one of ours
 ASIDE_REASON = "edited"  # <name>.edited-<ts>
@@ -205,7 +207,7 @@ def append(path: Path, text: str, *, title: str = "") -> None:
         title: written first when the file does not exist yet.
 
     Raises:
-        OSError: the file cannot be written.
+        OSError: the file cannot be written (``IsALink``: it is a symbolic link).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -217,7 +219,7 @@ def append(path: Path, text: str, *, title: str = "") -> None:
         data = (title + text).encode("utf-8")
     except FileExistsError:
         created = False
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | BINARY)
+        fd = open_own(path, os.O_WRONLY | os.O_APPEND)  # a link is refused (IsALink), never appended through
         try:
             before = read_capped(path, MAX_NOTE_BYTES)
         except OSError:

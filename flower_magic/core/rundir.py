@@ -5,24 +5,46 @@ A workspace ``W`` (the agent's folder: the notebook's, or ``flower -w``) and its
 magic, the ``flower`` command, the panel and the Python API — so ``flower -r rel`` and
 ``%flower -r rel`` name the same folder for the same workspace.
 
+Symbolic links: a cloned repository can carry ``runs/run.lock -> ../../notes.md`` or
+``runs/inbox -> ..`` (git keeps links), and a file flower opened through such a link would be
+written, truncated or emptied of its ``*.json`` wherever the link points. So flower's own files and
+folders are never links: ``own_files`` and ``own_folders`` list every one flower writes, truncates,
+renames or deletes, and ``workflow.go.GoOptions.preflight`` refuses a link among them (to a file, to
+a folder or to nowhere) with one line, before a byte is written; the writers themselves open what they
+append to or lock with ``O_NOFOLLOW`` (``core.durable.open_own``) and replace a name rather than write
+into it (``durable.write_atomic``), so a link planted after that check is not written through either.
+The run dir itself may be a link only when the person named it (``-r``, ``%config
+FlowerMagics.run_dir``): that is their choice of where runs go. The default ``runs`` found as a link
+is refused (``GoOptions.check`` raises ``RunDirLink``, whose line says to name the target with ``-r``
+if that is where runs should go), and so are ``.flower`` and the folders in it (preflight).
+
 Guarantees:
     - ``RunDir.at`` only computes paths (absolute, ``~`` expanded); it reads and writes nothing.
     - ``RunDir.snapshot`` reads, never writes, never raises for a missing or unreadable file, and
       never imports the SDK: it is what the wake banner, ``--status``, the ``flower`` command, the
       panel and the default workflow all read.
     - Every file name of a run is spelled here (or, for the two files with their own module, in
-      ``core.lineage`` and ``core.manifest``, and named here from there).
+      ``core.lineage``, ``core.manifest`` and ``core.live``, and named here from there).
+    - ``own_files`` and ``own_folders`` read at most the notes folder's names; they never follow a link.
+Not guaranteed:
+    - Reads through a link planted after preflight (``snapshot`` and the readers may follow one; no
+      writer does).
+    - Links among the folders above a run dir or workspace the person named: those are their choice.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from flower_magic.core import lineage as lineage_file
+from flower_magic.core import live as live_file
 from flower_magic.core import manifest as manifest_file
+from flower_magic.core import note as note_file
+from flower_magic.core.handoff import HANDOFF_ARCHIVE, HANDOFF_PREFIX
 from flower_magic.core.printable import printable
 
 DEFAULT_RUN_DIR = "runs"
@@ -38,6 +60,9 @@ GOAL_NAME = "目标.md"
 # The request exactly as the person said it, written before anything else runs: a process killed in
 # its first seconds (before the clarifier's session holds the prompt) must not lose what was asked.
 TASK_NAME = "诉求.md"
+QA_LOG_NAME = "问答记录.md"  # the questions and answers of a run (workflow.starter.LOG_NAME; a test keeps them equal)
+# SQLite's files beside sessions.db: it opens them by name, following a link like any other program.
+SQLITE_SIDE_SUFFIXES = ("-wal", "-shm", "-journal")
 TASK_MAX_READ_BYTES = 16 * 1024 * 1024  # far past the largest task a model can take (workflow/go.py)
 WORK_STEP = "干活"
 # Snapshot.describe: values wider than this (a session id) do not push every meaning to the right.
@@ -97,17 +122,27 @@ class RunDir:
     @property
     def events(self) -> Path:
         """``events.jsonl``: the last run's event log (``core.live``)."""
-        return self.path / "events.jsonl"
+        return self.path / live_file.LOG_NAME
+
+    @property
+    def old_events(self) -> Path:
+        """``events.1.jsonl``: the event log's older part (``core.live``)."""
+        return self.path / live_file.OLD_LOG_NAME
 
     @property
     def live(self) -> Path:
         """``live.json``: the running process's state (``core.live``)."""
-        return self.path / "live.json"
+        return self.path / live_file.LIVE_NAME
 
     @property
     def inbox(self) -> Path:
         """``inbox/``: answers, remarks and stops for the running process (``core.live``)."""
-        return self.path / "inbox"
+        return self.path / live_file.INBOX_NAME
+
+    @property
+    def runner_log(self) -> Path:
+        """``runner.log``: a background run's output (``flower_magic.runner``)."""
+        return self.path / live_file.RUNNER_LOG_NAME
 
     # -- the workspace's notes ----------------------------------------------------------------------
 
@@ -134,6 +169,31 @@ class RunDir:
     @property
     def spill(self) -> Path:
         return self.workspace / WORKBENCH_DIRNAME / SPILL_DIRNAME
+
+    # -- what flower writes -------------------------------------------------------------------------
+
+    def own_folders(self) -> list[Path]:
+        """The folders flower makes and writes in, besides the run dir itself: ``.flower`` and its notes,
+        spill and archive folders, and the run dir's ``inbox``. None of them may be a link."""
+        workbench = self.workspace / WORKBENCH_DIRNAME
+        return [workbench, self.notes, self.spill, self.archive, self.archive / HANDOFF_ARCHIVE, self.inbox]
+
+    def own_files(self) -> list[Path]:
+        """Every file flower writes, truncates, renames or deletes in the run dir and in the notes (the
+        hand-offs there now included). None of them may be a link. Reads the notes folder's names only
+        when it is a real folder."""
+        db = self.sessions_db
+        run = [db, *(db.with_name(db.name + suffix) for suffix in SQLITE_SIDE_SUFFIXES)]
+        run += [self.store_record, self.lineage, self.manifest, self.manifest_lock, self.run_lock]
+        run += [self.events, self.old_events, self.live, self.runner_log]
+        notes = [self.brief, self.goal, self.task, self.notes / QA_LOG_NAME]
+        notes += [note_file.record_path(self.brief), note_file.record_path(self.goal)]
+        try:
+            is_folder = not os.path.islink(self.notes) and self.notes.is_dir()
+            handoffs = sorted(self.notes.glob(f"{HANDOFF_PREFIX}*.md")) if is_folder else []
+        except OSError:
+            handoffs = []
+        return run + notes + handoffs
 
     # -- what it holds ------------------------------------------------------------------------------
 

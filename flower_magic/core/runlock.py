@@ -14,6 +14,8 @@ Guarantees:
       (the Claude Code CLI), so a child that outlives its parent does not keep the lock.
     - ``run.lock`` is created once and never replaced, renamed or deleted (a replaced lock file
       would let two processes lock two different files under one name).
+    - ``run.lock`` is never opened through a symbolic link: ``acquire`` refuses one (``LinkRefused``,
+      nothing created or written, the link's target untouched) and ``holder`` reads none.
     - Re-entry in one process: ``acquire(..., join=True)`` (what ``Workflow.run`` does) joins a lock
       this process already holds, so a workflow started by a front end, or nested in another one,
       never deadlocks on its own lock; the lock is released when the last holder in the process
@@ -57,8 +59,8 @@ from pathlib import Path
 from types import TracebackType
 
 from flower_magic.core import oslock
-from flower_magic.core.durable import BINARY
-from flower_magic.core.errors import RunLocked, ensure_dir
+from flower_magic.core.durable import BINARY, NOFOLLOW, IsALink, open_own
+from flower_magic.core.errors import LinkRefused, RunLocked, ensure_dir
 from flower_magic.core.pid import is_alive
 
 LOCK_NAME = "run.lock"
@@ -156,7 +158,7 @@ def _write(fd: int, holder: Holder) -> None:
 
 def _read_once(path: Path) -> Holder | None:
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | BINARY)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | BINARY | NOFOLLOW)
     except OSError:
         return None
     try:
@@ -259,6 +261,7 @@ def acquire(
 
     Raises:
         RunLocked: another process holds it (or this one does and ``join`` is False).
+        LinkRefused: ``run.lock`` is a symbolic link.
         PathError: the run dir cannot be created or written.
         ValueError: ``front_end`` is not one of ``FRONT_ENDS``.
     """
@@ -274,7 +277,12 @@ def acquire(
                 raise _refusal(path, entry.holder, lang)
             entry.count += 1
             return RunLock(key, path)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | BINARY, 0o644)
+        try:
+            # Never through a link: a cloned ``run.lock -> ../../notes.md`` would get the holder record
+            # and then be truncated to nothing at release; a dangling one would create its target.
+            fd = open_own(path, os.O_RDWR | os.O_CREAT)
+        except IsALink:
+            raise LinkRefused(path, lang) from None
         try:
             locked = oslock.try_lock(fd)
         except BaseException:

@@ -452,6 +452,8 @@ _TEXTS: dict[str, dict[str, str]] = {
         "what_run_dir": "运行目录(-r / FlowerMagics.run_dir)",
         "live_not_text": "这段话的第 {at} 个字符不是文字(无效的 UTF-8 字节,或半个 UTF-16 代理对);没有送出。请用 UTF-8 文字重写",
         "lab_live_not_text": "{name} 的第 {at} 个字符不是文字(半个 UTF-16 代理对);用 UTF-8 文字重发",
+        "link_refused": "{path} 是一个符号链接(指向 {target});flower 从不透过链接写自己的文件,这次什么都没写。删掉这个链接再试",
+        "run_dir_link": "{path} 是一个符号链接(指向 {target});flower 不跟着自己找到的运行目录链接走,这次什么都没写。要把运行放在那里就明说:-r {real};否则删掉这个链接再试",
     },
     "en": {
         "wake_head": "<- picking up in {where}",
@@ -893,6 +895,8 @@ _TEXTS: dict[str, dict[str, str]] = {
         "what_run_dir": "the run dir (-r / FlowerMagics.run_dir)",
         "live_not_text": "these words are not text at character {at} (invalid UTF-8 bytes, or half of a UTF-16 surrogate pair); nothing was sent. Write them again as UTF-8 text",
         "lab_live_not_text": "{name} is not text at character {at} (half of a UTF-16 surrogate pair); send it again as UTF-8 text",
+        "link_refused": "{path} is a symbolic link (to {target}); flower never writes its files through a link, and wrote nothing. Remove the link and try again",
+        "run_dir_link": "{path} is a symbolic link (to {target}); flower does not follow a run dir link it finds, and wrote nothing. To keep the runs there, name it: -r {real}; otherwise remove the link and try again",
     },
 }
 

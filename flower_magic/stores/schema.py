@@ -7,6 +7,8 @@ Guarantees:
       unique index ``entries_uid``), created if missing; a file written by either opens in the other.
     - A writable open of a file that is not a database moves it (and its ``-wal``/``-shm``) aside under
       a timestamped name and starts a fresh store; a read-only open never creates or changes anything.
+    - A writable open refuses (``durable.IsALink``) a store, ``-wal``, ``-shm`` or ``-journal`` that is
+      a symbolic link: SQLite would write through it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import logging
 import sqlite3
 from pathlib import Path
 
-from flower_magic.core.durable import set_aside
+from flower_magic.core.durable import refuse_link, set_aside
+from flower_magic.core.rundir import SQLITE_SIDE_SUFFIXES as SIDE_SUFFIXES
 
 log = logging.getLogger("flower_magic.stores.sqlite")
 
@@ -70,6 +73,10 @@ def open_writable(path: Path, *, journal: str = "WAL") -> tuple[sqlite3.Connecti
     """
     if journal not in JOURNAL_MODES:
         raise ValueError(f"journal must be one of {JOURNAL_MODES}, not {journal!r}")
+    # SQLite opens the store and the files beside it by name, following links: a linked -wal would
+    # take the store's pages into whatever it points to. Preflight refuses these; this is the writer's own check.
+    for name in (path, *(path.with_name(path.name + side) for side in SIDE_SUFFIXES)):
+        refuse_link(name)
     folder = path.parent
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from flower_magic.core.errors import UserError, check_dir, check_files, has_credentials
+from flower_magic.core.errors import LinkRefused, UserError, check_dir, check_files, check_folders, has_credentials
 from flower_magic.core.handoff import WINDOW_1M_TOKENS, default_window
 from flower_magic.core.printable import unwritable_at
-from flower_magic.core.rundir import RunDir
+from flower_magic.core.rundir import DEFAULT_RUN_DIR, RunDir
 from flower_magic.core.storage import SESSIONS_ENV, StoreLocation, choose_store
 from flower_magic.core.words import LANGS, pick_lang, pick_lang_or_default, say
 
@@ -79,6 +79,16 @@ class NotText(GoError):
     notebook cell): said as one line, like ``TaskTooBig``, with where it is."""
 
 
+class RunDirLink(LinkRefused, GoError):
+    """The default run dir (``runs``, not named with ``-r`` / ``%config``) is a symbolic link: flower
+    does not follow one it finds (``core.rundir``); naming its target with ``-r`` does."""
+
+    KEY = "run_dir_link"
+
+    def __init__(self, path: Path, lang: str = "") -> None:
+        super().__init__(path, lang, key=self.KEY)
+
+
 def task_limit_chars(window_tokens: int) -> int:
     """The most characters of a task a model with this context window can be sent (see ``MAX_TASK_CHARS``).
 
@@ -112,6 +122,8 @@ class GoOptions:
         sessions: where sessions live (``--sessions``; "" = ``FLOWER_SESSIONS``, else the run dir's
             record, else its sessions.db; ``core.storage.choose_store``). May hold a password: never
             shown (left out of ``repr``).
+        run_dir_named: the person named the run dir (``-r``, ``%config``), so a link there is their
+            choice; settled by the first ``check`` (None before), which makes ``run_dir`` absolute.
     """
 
     task: str = ""
@@ -132,10 +144,13 @@ class GoOptions:
     demo: bool = False
     context: bool = True
     sessions: str = field(default="", repr=False)
+    run_dir_named: bool | None = field(default=None, repr=False)
 
     def check(self) -> GoOptions:
-        """Validate and normalise; reads nothing but the environment. Raises GoError with one line
-        saying what to change (in the language asked for, when that itself is valid)."""
+        """Validate and normalise; reads nothing but the environment (and whether the default run dir
+        ``runs`` is a symbolic link, which making it absolute would follow: ``RunDirLink``). Raises
+        GoError with one line saying what to change (in the language asked for, when that itself is
+        valid)."""
         try:
             self.lang = pick_lang(self.lang)
         except ValueError:
@@ -167,6 +182,13 @@ class GoOptions:
         for what, path in (("what_workspace", self.workspace), ("what_run_dir", self.run_dir)):
             if path is not None and "\x00" in str(path):  # %config or a magic's line; no OS call takes it
                 raise GoError(say("opt_nul", lang, what=say(what, lang)))
+        if self.run_dir_named is None:
+            self.run_dir_named = self.run_dir is not None
+        found = Path(self.workspace).expanduser().resolve() / DEFAULT_RUN_DIR
+        if not self.run_dir_named and os.path.islink(found):
+            # Resolving it below would follow it: a cloned runs -> elsewhere would take every write of
+            # the run, and a remark or --stop would go to whatever run lives there (core.rundir).
+            raise RunDirLink(found, lang)
         rd = RunDir.at(self.workspace, self.run_dir)
         for what, path in (("what_workspace", rd.workspace), ("what_run_dir", rd.path)):
             at = unwritable_at(str(path))
@@ -201,17 +223,15 @@ class GoOptions:
 
     def preflight(self, *, run: bool = True, cmd: str = "flower") -> None:
         """Everything about the machine a run needs, checked before a byte is written: the workspace
-        and the run dir can be (or are) writable directories, the run dir's own files are regular
-        files, and (for a run that is not ``--demo``; not for ``--status``) credentials exist. Raises a
-        ``UserError``; ``cmd`` (``flower``, ``%flower``) is how the no-credentials message says to
-        try the demo."""
+        and the run dir can be (or are) writable directories, the files and folders flower writes
+        there and in ``.flower`` are no symbolic links (``core.rundir``), the files are regular
+        files, and (for a run that is not ``--demo``; not for ``--status``) credentials exist. Raises a ``UserError``;
+        ``cmd`` (``flower``, ``%flower``) is how the no-credentials message says to try the demo."""
         rd = self.rundir
         check_dir("workspace", rd.workspace, self.lang)
         check_dir("run dir", rd.path, self.lang)
-        check_files(
-            [rd.sessions_db, rd.lineage, rd.manifest, rd.manifest_lock, rd.run_lock, rd.events, rd.live], self.lang
-        )
-        check_files([rd.brief, rd.goal, rd.task, rd.store_record], self.lang)
+        check_folders(rd.own_folders(), self.lang)
+        check_files(rd.own_files(), self.lang)
         self.store_location()
         choose_store(rd.path, self.sessions, self.lang)  # StoreMismatch: the run dir's sessions live elsewhere
         if run and not self.demo and not has_credentials():
