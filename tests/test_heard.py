@@ -1,0 +1,282 @@
+"""What is said is heard, once (issue 22, item 1; acceptance a): words given when a run continues reach
+the model in the next request of the step that is running, exactly once, whatever ended the process
+before, and a session that already holds them is not sent them again.
+
+The failure these guard: ``flower`` (or its background runner) was killed while the clarifier's first
+request was in flight, or while its question waited for an answer; ``flower "还要一个 bye.txt"`` then
+appended the words to ``诉求.md`` and exited 0, and no request to the model ever carried them: the
+resumed clarifier got "我们接着刚才没问完的需求确认往下做…" alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+from flower_magic.core import live
+from flower_magic.core.human import ASK_TOOL
+from flower_magic.testing import FakeAnthropic, Reply, Request, text, tool_use
+from flower_magic.testing.roles import role_of
+from flower_magic.workflow.heard import paragraphs, unheard
+from tests.helpers import is_running, stored_session, wait_until
+
+TASK = "写一个 hello.txt 任务-H1"
+WORDS = "还要一个 bye.txt-W7"
+ANSWER = "use csv and also write bye.txt-A3"
+QUESTION = "要输出成什么格式?"
+BRIEF = (
+    "确认书。\n\n## 目标\n写 hello.txt。\n\n## 验收标准\n- hello.txt 存在\n\n## 边界\n不联网。\n\n## 未知与假设\n无\n"
+)
+GOAL = "## 目标\nhello.txt 存在\n\n## 判定清单\n- hello.txt 存在\n"
+ACHIEVED = "## 结论\n达成\n\n## 理由\n看过了。\n\n## 未通过\n(无)\n"
+CLARIFY = "确认需求"
+GIVE_UP_S = 180.0
+
+
+# -- which paragraphs of a request a session holds (no processes) -------------------------------------
+
+
+def _session(*messages: str) -> Any:
+    """``holds`` over a transcript of ``messages`` (substring search, as the stores do)."""
+    return lambda text: any(text in m for m in messages)
+
+
+def test_paragraphs_keep_their_place() -> None:
+    text = "a\n\nb b\n \n\nc"
+    assert [text[s:e] for s, e in paragraphs(text)] == ["a", "b b", "c"]
+
+
+def test_words_the_first_prompt_carried_are_heard() -> None:
+    assert unheard("task\n\nmore", _session("task\n\nmore"), head="H:") == ""
+    assert unheard("task", _session("task"), head="H:") == ""
+
+
+def test_words_said_after_the_first_prompt_are_unheard_until_sent_after_the_head() -> None:
+    request = "task line\n\nsecond para\n\nwords one"
+    assert unheard(request, _session("task line\n\nsecond para"), head="H:") == "words one"
+    assert unheard(request, _session("task line\n\nsecond para", "resume H:words one\n"), head="H:") == ""
+    # Two later additions, neither sent: both, in order, as they stand.
+    request += "\n\nwords two\n\n\nand its tail"
+    assert unheard(request, _session("task line\n\nsecond para"), head="H:") == (
+        "words one\n\nwords two\n\n\nand its tail"
+    )
+    # The first was sent (a run killed after storing it), the second never was.
+    assert unheard(request, _session("task line\n\nsecond para", "H:words one"), head="H:") == (
+        "words two\n\n\nand its tail"
+    )
+
+
+def test_an_answer_the_model_wrote_itself_is_not_taken_as_heard() -> None:
+    """A short answer ("csv") is in the transcript already, in the question's options: it was still never
+    said to the model, so it is sent."""
+    holds = _session("task", '{"question": "format?", "options": ["csv", "json"]}')
+    assert unheard("task\n\ncsv", holds, head="H:") == "csv"
+
+
+# -- the real thing: `flower` and `flower --detach`, killed, then words -------------------------------
+
+
+def _answered(request: Request) -> bool:
+    last = request.messages[-1] if request.messages else {}
+    content = last.get("content")
+    return isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+
+
+class Model:
+    """The fake model. The clarifier asks ``QUESTION`` first when ``asks``; its brief waits on ``gate``
+    (a request in flight, for as long as a test needs one); the other roles answer at once."""
+
+    def __init__(self, *, asks: bool) -> None:
+        self.asks = asks
+        self.gate = threading.Event()
+
+    def __call__(self, request: Request) -> Reply:
+        role = role_of(request)
+        if role == "clarifier":
+            if self.asks and QUESTION not in request.all_text:
+                return tool_use(ASK_TOOL, {"question": QUESTION, "options": ["csv", "json"]})
+            return text(BRIEF, hold=self.gate)
+        if role == "goal":
+            return text(GOAL)
+        if role == "judge":
+            return text(ACHIEVED)
+        return text("做完了。")
+
+
+class Flower:
+    """``flower`` in the foreground (stdin open, nobody typing: a question waits) or ``--detach``ed;
+    ``pid`` is the process that runs the workflow (the command itself, or its background runner)."""
+
+    def __init__(self, ws: Path, env: dict[str, str], *args: str, detach: bool, logs: Path) -> None:
+        self.ws, self.detach = ws, detach
+        self.proc: subprocess.Popen[str] | None = None
+        self._files: list[IO[str]] = []
+        if detach:
+            out = subprocess.run(
+                ["flower", "--detach", *args], cwd=ws, env=env, capture_output=True, text=True, timeout=GIVE_UP_S
+            )
+            assert out.returncode == 0, out.stderr
+            self.pid = int(out.stdout.split("pid ")[1].split(")")[0])
+            return
+        logs.mkdir(exist_ok=True)
+        n = len(list(logs.iterdir()))
+        self._files = [(logs / f"{n}.out").open("w"), (logs / f"{n}.err").open("w")]
+        self.proc = subprocess.Popen(
+            ["flower", *args], cwd=ws, env=env, stdin=subprocess.PIPE, stdout=self._files[0], stderr=self._files[1]
+        )
+        self.pid = self.proc.pid
+
+    def kill(self) -> None:
+        os.kill(self.pid, signal.SIGKILL)
+        if self.proc is not None:
+            self.proc.wait(timeout=GIVE_UP_S)
+        wait_until(lambda: not is_running(self.pid), "the killed run to be gone")
+        self.close()
+
+    def finish(self) -> None:
+        """Wait for the run to end; it must have ended well."""
+        if self.proc is not None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            rc = self.proc.wait(timeout=GIVE_UP_S)
+            self.close()
+            err = (self.ws.parent / "logs").glob("*.err")
+            assert rc == 0, "\n".join(p.read_text() for p in err)
+            return
+        wait_until(lambda: not is_running(self.pid), "the background run to end", give_up_s=GIVE_UP_S)
+        end = live.read_log(self.ws / "runs")[-1]
+        assert end["type"] == "end" and not end["failed_at"], end
+
+    def close(self) -> None:
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.__exit__(None, None, None)
+        for f in self._files:
+            f.close()
+        self._files = []
+
+
+@contextlib.contextmanager
+def _flower(ws: Path, env: dict[str, str], *args: str, detach: bool) -> Iterator[Flower]:
+    run = Flower(ws, env, *args, detach=detach, logs=ws.parent / "logs")
+    try:
+        yield run
+    finally:
+        run.close()
+
+
+def _clarifier_sid(ws: Path) -> str:
+    """The clarifier's session as lineage names it ("" before it does)."""
+    path = ws / "runs" / "lineage.json"
+    return str(json.loads(path.read_text(encoding="utf-8"))["steps"].get(CLARIFY, "")) if path.exists() else ""
+
+
+def _stored(ws: Path, needle: str) -> bool:
+    """The clarifier's session, as the store holds it, contains ``needle``."""
+    sid = _clarifier_sid(ws)
+    entries = (stored_session(ws / "runs", sid, ws) or []) if sid else []
+    return needle in json.dumps(entries, ensure_ascii=False)
+
+
+def _next_clarifier(api: FakeAnthropic, after: int) -> Request:
+    """The first clarifier request the fake API received after request number ``after``."""
+    wait_until(
+        lambda: any(role_of(r) == "clarifier" for r in api.requests[after:]),
+        "the clarifier's next request",
+        give_up_s=GIVE_UP_S,
+    )
+    return next(r for r in api.requests[after:] if role_of(r) == "clarifier")
+
+
+def _count(request: Request, words: str) -> int:
+    return json.dumps(request.messages, ensure_ascii=False).count(words)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("detach", [False, True], ids=["foreground", "detach"])
+def test_words_after_a_kill_mid_request_are_heard_once(
+    detach: bool, fake_api: FakeAnthropic, child_env: dict[str, str], workspace: Path
+) -> None:
+    """Killed while the clarifier's first request is in flight, then ``flower "words"``: the next
+    clarifier request carries them once. Words given to a run killed before it sent them reach the
+    next run; words a killed run did send are not sent again."""
+    model = Model(asks=False)
+    fake_api.default = model
+    ws, env = workspace, dict(child_env, FLOWER_LANG="en")
+
+    # 1. The task; killed while the clarifier's first request waits for its answer (the prompt stored).
+    with _flower(ws, env, TASK, detach=detach) as run:
+        _next_clarifier(fake_api, 0)
+        wait_until(lambda: _stored(ws, TASK), "the task reaching the store")
+        run.kill()
+    sid = _clarifier_sid(ws)
+
+    # 2. Words, and a kill before the run sent anything (it has only written them down).
+    n = len(fake_api.requests)
+    with _flower(ws, env, WORDS, detach=detach) as run:
+        wait_until(lambda: WORDS in (ws / ".flower" / "notes" / "诉求.md").read_text(encoding="utf-8"), "诉求.md")
+        run.kill()
+    assert len(fake_api.requests) == n, "the kill came too late: the words were already sent"
+
+    # 3. Nothing more said: the words the last run never sent go now, once; killed once they are stored.
+    with _flower(ws, env, detach=detach) as run:
+        heard = _next_clarifier(fake_api, n)
+        assert heard.headers.get("x-claude-code-session-id") == sid
+        assert _count(heard, WORDS) == 1, heard.last_user_text
+        assert _count(heard, TASK) == 1
+        wait_until(lambda: _stored(ws, WORDS), "the words reaching the store")
+        run.kill()
+
+    # 4. Once more: the session holds the words, so they are not sent again; the run ends well.
+    n = len(fake_api.requests)
+    model.gate.set()
+    with _flower(ws, env, detach=detach) as run:
+        again = _next_clarifier(fake_api, n)
+        assert _count(again, WORDS) == 1, again.last_user_text
+        run.finish()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("detach", [False, True], ids=["foreground", "detach"])
+def test_words_after_a_kill_while_a_question_waits_are_heard_once(
+    detach: bool, fake_api: FakeAnthropic, child_env: dict[str, str], workspace: Path
+) -> None:
+    """Killed while the clarifier's question waits for an answer, then ``flower "use csv and …"``: the
+    next clarifier request carries the words once (the question's answer, as it died with its process);
+    killed again after they are stored, the next run does not send them again."""
+    model = Model(asks=True)
+    fake_api.default = model
+    ws, env = workspace, dict(child_env, FLOWER_LANG="en")
+
+    with _flower(ws, env, TASK, detach=detach) as run:
+        wait_until(lambda: _stored(ws, QUESTION), "the question reaching the store", give_up_s=GIVE_UP_S)
+        run.kill()
+    sid = _clarifier_sid(ws)
+
+    n = len(fake_api.requests)
+    with _flower(ws, env, ANSWER, detach=detach) as run:
+        heard = _next_clarifier(fake_api, n)
+        assert heard.headers.get("x-claude-code-session-id") == sid
+        assert QUESTION in heard.all_text  # the question is in the history it continues from
+        assert _count(heard, ANSWER) == 1, heard.last_user_text
+        wait_until(lambda: _stored(ws, ANSWER), "the answer reaching the store")
+        run.kill()
+
+    n = len(fake_api.requests)
+    model.gate.set()
+    with _flower(ws, env, detach=detach) as run:
+        again = _next_clarifier(fake_api, n)
+        assert _count(again, ANSWER) == 1, again.last_user_text
+        run.finish()
