@@ -50,8 +50,9 @@ async def _run(opts: Any) -> int:
     starter.channel.nobody_answers()
 
     def on_usr1(signum: int, frame: Any) -> None:
-        words = Path(os.environ["WALK_INTERRUPT_FILE"]).read_text(encoding="utf-8")
-        rt.interrupt(words.strip())
+        words = Path(os.environ["WALK_INTERRUPT_FILE"]).read_text(encoding="utf-8").strip()
+        starter.channel.amend(words)  # as the terminal does with the words after a Ctrl-C
+        rt.interrupt(words)
 
     def on_term(signum: int, frame: Any) -> None:
         rt.rescue()

@@ -444,6 +444,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "opt_sessions": "--sessions / FLOWER_SESSIONS 要一个 postgresql:// 地址(或 sqlite),不是 {value}",
         "sessions_mismatch": "{path} 的会话存在 {recorded},这次却指定了 {chosen}:换了存储就接不上之前的会话。用 --sessions 指回 {recorded}(密码给在 URL、PGPASSWORD 或 ~/.pgpass 里),或用 -r 换一个运行目录",
         "sessions_unreachable": "连不上会话存储 {where}:{why}。检查地址、密码和网络,或用 --sessions 换一个",
+        "live_heard_as_remark": "(提问已经不在等了,这段话当插话交给了它)",
     },
     "en": {
         "wake_head": "<- picking up in {where}",
@@ -877,6 +878,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "opt_sessions": "--sessions / FLOWER_SESSIONS must be a postgresql:// URL (or sqlite), not {value}",
         "sessions_mismatch": "{path} keeps its sessions in {recorded}, but {chosen} was chosen: another store cannot continue them. Point --sessions back at {recorded} (password in the URL, PGPASSWORD or ~/.pgpass), or use another run dir with -r",
         "sessions_unreachable": "cannot reach the session store {where}: {why}. Check the address, password and network, or choose another with --sessions",
+        "live_heard_as_remark": "(the question was no longer waiting; these words went to it as a remark)",
     },
 }
 
