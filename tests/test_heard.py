@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -125,7 +126,7 @@ class Flower:
                 ["flower", "--detach", *args], cwd=ws, env=env, capture_output=True, text=True, timeout=GIVE_UP_S
             )
             assert out.returncode == 0, out.stderr
-            self.pid = int(out.stdout.split("pid ")[1].split(")")[0])
+            self.pid = int(re.findall(r"\d+", out.stdout)[0])  # "started in the background (pid N) …"
             return
         logs.mkdir(exist_ok=True)
         n = len(list(logs.iterdir()))
@@ -280,3 +281,119 @@ def test_words_after_a_kill_while_a_question_waits_are_heard_once(
         again = _next_clarifier(fake_api, n)
         assert _count(again, ANSWER) == 1, again.last_user_text
         run.finish()
+
+
+# -- the other ways of continuing: a goal step cut short, a live run's remark, the judge ------------
+
+
+def _sid(ws: Path, step: str) -> str:
+    path = ws / "runs" / "lineage.json"
+    return str(json.loads(path.read_text(encoding="utf-8"))["steps"].get(step, "")) if path.exists() else ""
+
+
+def _holds(ws: Path, step: str, needle: str) -> bool:
+    """The session lineage names for ``step``, as the store holds it, contains ``needle``."""
+    sid = _sid(ws, step)
+    return bool(sid) and needle in json.dumps(stored_session(ws / "runs", sid, ws) or [], ensure_ascii=False)
+
+
+class Held:
+    """The fake model: every role answers at once except the one ``held`` names, which waits on ``gate``."""
+
+    def __init__(self, held: str) -> None:
+        self.held = held
+        self.gate = threading.Event()
+
+    def __call__(self, request: Request) -> Reply:
+        role = role_of(request)
+        said = {"clarifier": BRIEF, "goal": GOAL, "judge": ACHIEVED}.get(role, "做完了。")
+        return text(said, hold=self.gate if role == self.held else None)
+
+
+def _by_role(api: FakeAnthropic, after: int, words: str) -> list[tuple[str, int]]:
+    """Each request after number ``after``: its role and how many times it carries ``words``."""
+    return [(role_of(r), _count(r, words)) for r in api.requests[after:]]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("detach", [False, True], ids=["foreground", "detach"])
+def test_words_at_wake_after_a_cut_short_goal_step_are_heard_once(
+    detach: bool, fake_api: FakeAnthropic, child_env: dict[str, str], workspace: Path
+) -> None:
+    """Killed while the goal setter's request is in flight, then ``flower "words"``: its next request
+    carries them once; killed again once it holds them, the run after does not send them a second
+    time (it sent the whole brief again, words and all, before), and the worker gets them once."""
+    model = Held("goal")
+    fake_api.default = model
+    ws, env = workspace, dict(child_env, FLOWER_LANG="en")
+    with _flower(ws, env, TASK, detach=detach) as run:
+        wait_until(lambda: _holds(ws, "设定目标", "写 hello.txt"), "the goal setter's prompt reaching the store")
+        run.kill()
+
+    n = len(fake_api.requests)
+    with _flower(ws, env, WORDS, detach=detach) as run:
+        wait_until(lambda: _holds(ws, "设定目标", WORDS), "the words reaching the goal setter's store")
+        run.kill()
+    assert _by_role(fake_api, n, WORDS) == [("goal", 1)]
+
+    n = len(fake_api.requests)
+    model.gate.set()
+    with _flower(ws, env, detach=detach) as run:
+        run.finish()
+    assert _by_role(fake_api, n, WORDS) == [("goal", 1), ("worker", 1), ("judge", 0)]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_remark_the_killed_runner_took_reaches_the_next_run_once(
+    fake_api: FakeAnthropic, child_env: dict[str, str], workspace: Path
+) -> None:
+    """``flower "words"`` on a live background run, and the runner killed after it took them but before
+    they reached the model: the next run's first worker request carries them, once."""
+    model = Held("worker")
+    fake_api.default = model
+    ws, env = workspace, dict(child_env, FLOWER_LANG="en")
+    with _flower(ws, env, TASK, detach=True) as run:
+        wait_until(lambda: any(role_of(r) == "worker" for r in fake_api.requests), "the worker's request")
+        said = subprocess.run(["flower", "--detach", WORDS], cwd=ws, env=env, capture_output=True, text=True)
+        assert said.returncode == 0, said.stderr
+        wait_until(lambda: any(r["type"] == "heard" for r in live.read_log(ws / "runs")), "the remark taken")
+        run.kill()
+    assert not _holds(ws, "干活", WORDS)  # the kill came before the words reached the store
+
+    n = len(fake_api.requests)
+    model.gate.set()
+    with _flower(ws, env, detach=True) as run:
+        run.finish()
+    got = _by_role(fake_api, n, WORDS)
+    assert ("worker", 1) in got and all(c == 1 for role, c in got if role == "worker"), got
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_remark_while_the_judge_rules_goes_to_the_worker_once(
+    fake_api: FakeAnthropic, child_env: dict[str, str], workspace: Path
+) -> None:
+    """Words said to a live run while the judge rules are for the worker: the judge is not cut, the
+    worker's next request carries them once (in the same run, in its own session), and the next wake
+    does not send them again."""
+    model = Held("judge")
+    fake_api.default = model
+    ws, env = workspace, dict(child_env, FLOWER_LANG="en")
+    with _flower(ws, env, "--rounds", "1", TASK, detach=True) as run:
+        wait_until(lambda: any(role_of(r) == "judge" for r in fake_api.requests), "the judge's request")
+        n = len(fake_api.requests) - 1
+        said = subprocess.run(["flower", "--detach", WORDS], cwd=ws, env=env, capture_output=True, text=True)
+        assert said.returncode == 0, said.stderr
+        wait_until(lambda: any(r["type"] == "heard" for r in live.read_log(ws / "runs")), "the remark taken")
+        model.gate.set()
+        run.finish()
+    assert _by_role(fake_api, n, WORDS) == [("judge", 0), ("worker", 1), ("judge", 0)]
+    worker = next(r for r in fake_api.requests[n:] if role_of(r) == "worker")
+    assert worker.headers.get("x-claude-code-session-id") == _sid(ws, "干活")
+
+    n = len(fake_api.requests)
+    with _flower(ws, env, detach=True) as run:
+        run.finish()
+    assert [c for role, c in _by_role(fake_api, n, WORDS) if role == "worker"] == [1]

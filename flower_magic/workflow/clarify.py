@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from flower_magic.core import brief as brief_note
-from flower_magic.core.brief import Brief, additions
+from flower_magic.core.brief import Brief, additions, remarks
 from flower_magic.core.words import say
 from flower_magic.workflow.base import Ctx, Step
 from flower_magic.workflow.edits import hand_over, tell, tell_kept
@@ -94,17 +94,24 @@ def _with_edit(ctx: Ctx, request: str) -> str:
     return f"{block}\n\n---\n\n{request}" if request.strip() else block
 
 
-def _unheard(ctx: Ctx, name: str, request: str) -> str:
-    """What of ``request`` (the request as saved, with what was said since) the clarifier's session
-    never received. "" when it received it all, or when it holds no prompt at all: the runtime then
-    sends the step's own prompt (the whole request) ahead of the resume prompt (``Runtime.run``)."""
+def _unheard(ctx: Ctx, name: str, request: str, brief_path: Path) -> str:
+    """What the clarifier's session never received of ``request`` (the request as saved, with what was
+    said at later starts) and of the words sent mid-run that 需求.md holds (remarks, mail), in that
+    order. "" when it received it all, or when it holds no prompt at all: the runtime then sends the
+    step's own prompt (the whole request) ahead of the resume prompt (``Runtime.run``)."""
     rt = ctx.get("_runtime")
     sid = (ctx.get("_sessions") or {}).get(name)
-    if rt is None or not sid or not request.strip() or not hasattr(rt, "holds_text"):
+    if rt is None or not sid or not hasattr(rt, "holds_text"):
         return ""
     if hasattr(rt, "holds_prompt") and not rt.holds_prompt(sid):
         return ""
-    return unheard(request, lambda text: bool(rt.holds_text(sid, text)), head=SAID_HEAD)
+
+    def holds(text: str) -> bool:
+        return bool(rt.holds_text(sid, text))
+
+    said = [unheard(request, holds, head=SAID_HEAD)] if request.strip() else []
+    said += [r for r in remarks(brief_note.read(brief_path).text or "") if not holds(r)]
+    return "\n\n".join(p for p in said if p)
 
 
 def clarify_step(
@@ -173,7 +180,7 @@ def clarify_step(
         # Not a clarification cut short: the person rewrote the brief, and that is what to pick up.
         if ctx.get(_EDITED_TEXT_KEY):
             return with_notebook(_with_edit(ctx, prompt), notebook)
-        said = _unheard(ctx, name, prompt)
+        said = _unheard(ctx, name, prompt, brief_path)
         text = CLARIFY_RESUME + (CLARIFY_CUT if ctx.get("_died_before") else "")
         return with_notebook(text + (CLARIFY_SAID.format(said=said) if said else ""), notebook)
 

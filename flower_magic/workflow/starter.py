@@ -8,6 +8,9 @@ Guarantees:
       later session reads it), it is sent to the resumed work session, and the goals are re-derived
       (so the judge checks what was asked now, not the old list). Drop any one and it fails silently.
     - Waking with nothing said appends nothing, re-derives nothing and costs nothing extra.
+    - Words said before a brief exists (the clarification was cut short) add to ``诉求.md`` and reach
+      the resumed clarifier once (``workflow.clarify``); remarks sent mid-run that a killed run never
+      got to the work session reach it at the next wake (``WAKE_UNHEARD``), once.
     - A wake whose previous one ended on a failing verdict (its rounds ran out) resumes the work
       session with that verdict's reasons and failed checks: the judge's last word is never lost.
     - A person's own edit of 需求.md or 目标.md is said to the resumed work session as they wrote it,
