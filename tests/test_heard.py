@@ -10,6 +10,7 @@ resumed clarifier got "我们接着刚才没问完的需求确认往下做…" a
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -24,6 +25,7 @@ from typing import IO, Any
 import pytest
 
 from flower_magic.core import live
+from flower_magic.core.brief import Brief
 from flower_magic.core.human import ASK_TOOL
 from flower_magic.testing import FakeAnthropic, Reply, Request, text, tool_use
 from flower_magic.testing.roles import role_of
@@ -397,3 +399,40 @@ def test_a_remark_while_the_judge_rules_goes_to_the_worker_once(
     with _flower(ws, env, detach=True) as run:
         run.finish()
     assert [c for role, c in _by_role(fake_api, n, WORDS) if role == "worker"] == [1]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_words_at_wake_to_a_work_session_stored_without_its_prompt_are_said_once(
+    fake_api: FakeAnthropic, child_env: dict[str, str], workspace: Path
+) -> None:
+    """The work session's first process died after the CLI stored its first lines (its two queue
+    records) but before its prompt: the next run sends the work prompt (the brief, with the words
+    appended to it) ahead of the wake's, in every attempt, also the fresh one the CLI falls back to when
+    it cannot resume such a session. The words said at that wake were in each request twice."""
+    from flower_magic.core.goal import Goal
+    from flower_magic.core.lineage import Lineage
+    from flower_magic.core.project import project_key
+    from flower_magic.stores.sqlite import SqliteSessionStore
+
+    sid = "11111111-2222-4333-8444-555555555555"
+    notes = workspace / ".flower" / "notes"
+    Brief.parse(BRIEF).write(notes / "需求.md")
+    Goal.parse(GOAL).write(notes / "目标.md")
+    (workspace / "runs").mkdir()
+    Lineage.open(workspace / "runs", workspace).remember("干活", sid)
+    store = SqliteSessionStore(workspace / "runs" / "sessions.db")
+    queued = [
+        {"type": "queue-operation", "operation": op, "timestamp": "2025-01-01T00:00:00Z", "sessionId": sid}
+        for op in ("enqueue", "dequeue")
+    ]
+    asyncio.run(store.append({"project_key": project_key(workspace), "session_id": sid}, queued))  # type: ignore[arg-type]
+    store.close()
+    fake_api.default = Held("nobody")
+
+    n = len(fake_api.requests)
+    with _flower(workspace, dict(child_env, FLOWER_LANG="en"), WORDS, detach=False) as run:
+        run.finish()
+    workers = [r for r in fake_api.requests[n:] if role_of(r) == "worker"]
+    assert workers and all("写 hello.txt" in r.all_text for r in workers)  # the work prompt went first
+    assert [_count(r, WORDS) for r in workers] == [1] * len(workers), workers[-1].last_user_text

@@ -121,8 +121,22 @@ def _last_verdict(ctx: Ctx) -> str:
     return said
 
 
+def _holds_no_prompt(ctx: Ctx) -> bool:
+    """The work session was stored without its prompt (its first process died that early): the runtime
+    sends the work prompt, the brief with everything appended to it, ahead of this wake's."""
+    rt = ctx.get("_runtime")
+    sid = (ctx.get("_sessions") or {}).get(WORK_STEP)
+    return bool(rt is not None and sid and hasattr(rt, "holds_prompt") and not rt.holds_prompt(sid))
+
+
 def _wake_prompt(said: str, ctx: Ctx, *, regoal: bool, brief_path: Path | None = None) -> str:
-    unheard = _unheard(said, ctx, brief_path) if brief_path is not None else []
+    if _holds_no_prompt(ctx):
+        # What was said is in the brief the work prompt carries: said here too, it would be there twice.
+        brief = str(ctx.get(CLARIFY_STEP) or "")
+        unheard: list[str] = []
+        said = "" if said in brief else said
+    else:
+        unheard = _unheard(said, ctx, brief_path) if brief_path is not None else []
     parts = [WAKE_UNHEARD.format(said="\n\n".join(unheard))] if unheard else []
     verdict = _last_verdict(ctx)
     parts.append(said or ("" if unheard or verdict else WAKE_NOTHING_SAID))
