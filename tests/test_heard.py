@@ -134,9 +134,21 @@ class Flower:
         n = len(list(logs.iterdir()))
         self._files = [(logs / f"{n}.out").open("w"), (logs / f"{n}.err").open("w")]
         self.proc = subprocess.Popen(
-            ["flower", *args], cwd=ws, env=env, stdin=subprocess.PIPE, stdout=self._files[0], stderr=self._files[1]
+            ["flower", *args],
+            cwd=ws,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=self._files[0],
+            stderr=self._files[1],
+            text=True,
         )
         self.pid = self.proc.pid
+
+    def type(self, line: str) -> None:
+        """A line typed on the foreground run's stdin."""
+        assert self.proc is not None and self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
 
     def kill(self) -> None:
         os.kill(self.pid, signal.SIGKILL)
@@ -436,3 +448,25 @@ def test_words_at_wake_to_a_work_session_stored_without_its_prompt_are_said_once
     workers = [r for r in fake_api.requests[n:] if role_of(r) == "worker"]
     assert workers and all("写 hello.txt" in r.all_text for r in workers)  # the work prompt went first
     assert [_count(r, WORDS) for r in workers] == [1] * len(workers), workers[-1].last_user_text
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_line_typed_while_the_worker_runs_reaches_it_before_the_step_ends(
+    fake_api: FakeAnthropic, child_env: dict[str, str], workspace: Path
+) -> None:
+    """A line typed into a foreground ``flower`` with no question open is mail: it waited for the worker
+    to look at its inbox, and a worker that never did ended the step, and the run, without it. The step
+    now ends only after one more turn that carries it, once."""
+    model = Held("worker")
+    fake_api.default = model
+    ws, env = workspace, dict(child_env, FLOWER_LANG="en")
+    with _flower(ws, env, "--rounds", "1", TASK, detach=False) as run:
+        wait_until(lambda: any(role_of(r) == "worker" for r in fake_api.requests), "the worker's request")
+        n = len(fake_api.requests)
+        run.type(WORDS)
+        wait_until(lambda: WORDS in (ws / ".flower" / "notes" / "需求.md").read_text(encoding="utf-8"), "mail")
+        model.gate.set()
+        run.finish()
+    got = _by_role(fake_api, n, WORDS)
+    assert got == [("judge", 0), ("worker", 1), ("judge", 0)], got

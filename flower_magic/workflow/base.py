@@ -14,8 +14,9 @@ Guarantees:
       is still judged by its gate (the judge rules on what is on disk), then gets no further round:
       it passes if the judge says the goal is met, and otherwise fails with the stop's message.
     - Words a person said for a step after its last turn ended (while its gate, the judge, ruled:
-      ``Runtime.words_waiting``) are heard by the same session before the step ends: one more attempt
-      that does not count as a round or retry, then the gate rules again.
+      ``Runtime.words_waiting``), and mail it never read from its inbox, are heard by the same session
+      before the step ends: one more attempt that does not count as a round or retry, then the gate
+      rules again.
     - A continuous workflow holds its run dir's lock (``core.runlock``) while it runs, taken before
       lineage is read or bumped: a second process running one in the same run dir gets
       ``RunLocked`` and writes nothing. In one process the hold is shared (a front end that took
@@ -294,11 +295,12 @@ class Workflow:
                 ctx["_aborted"] = str(exc)
                 passed = False
                 break
-            words = _waiting_words(runtime) if passed and result.session_id else None
-            if words:
-                # Said after the step's last turn (while its gate, the judge, ruled): the same session
-                # hears them now, in one more attempt of its own, and the gate rules again.
-                prompt, resume, fork = after_words_prompt(words), result.session_id, False
+            unheard = _waiting_words(runtime, self.channel) if passed and result.session_id else ""
+            if unheard:
+                # Said after the step's last turn (while its gate, the judge, ruled), or mail it never
+                # looked at: the same session hears them now, in one more attempt of its own, and the
+                # gate rules again.
+                prompt, resume, fork = unheard, result.session_id, False
                 attempts += 1
                 continue
             if passed:
@@ -315,10 +317,14 @@ class Workflow:
         return result, passed
 
 
-def _waiting_words(runtime: Any) -> str | None:
-    """Words a person said for this step that no attempt took yet (``Runtime.take_words``), taken."""
+def _waiting_words(runtime: Any, channel: Any) -> str:
+    """What a person said to this step that its session has not had, taken, as the prompt that gives it:
+    words no attempt took (``Runtime.take_words``) and mail still in the inbox (``HumanChannel``).
+    "" when there is none."""
     take = getattr(runtime, "take_words", None)
-    return take() if take is not None and runtime.words_waiting() else None
+    words = take() if take is not None and runtime.words_waiting() else None
+    mail = channel.check_inbox() if channel is not None and getattr(channel, "pending_mail", list)() else ""
+    return "\n\n---\n\n".join(p for p in (after_words_prompt(words) if words else "", mail) if p)
 
 
 def _hold_run_dir(wf: Workflow, runtime: Any) -> contextlib.AbstractContextManager[Any]:
