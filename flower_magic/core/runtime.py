@@ -206,11 +206,16 @@ class Runtime:
         not have to finish first.
 
         Args:
-            message: what the person said (may be empty).
+            message: what the person said (may be empty); added to words said before that no
+                attempt took yet.
             resume: False ends the step instead (``error == "interrupted-by-human"``), keeping its
                 session for the next run — a notebook's Interrupt button means "stop here".
         """
         with self._interrupt_lock:
+            waiting = self._interrupt if self._resume_after_interrupt else None
+            if resume and waiting:
+                # Words said again before the session took the first ones: all of them go, in order.
+                message = f"{waiting}\n\n{message}" if message else waiting
             self._interrupt = message or ""
             self._resume_after_interrupt = resume
         loop, client = self._loop, self._client
