@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import itertools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -245,10 +246,10 @@ class Workflow:
         fork = step.fork
         result: Any = None
         passed = False
-        attempts = step.retries + 1
-        attempt = -1
-        while attempt + 1 < attempts:
-            attempt += 1
+        attempts = step.retries + 1  # and one more each time words wait after a passed attempt
+        for attempt in itertools.count():
+            if attempt >= attempts:
+                break
             label = attempt_label(step, attempt)
             if attempt:
                 # A sub-header for the next round or retry (not a new step: no index, same session).
