@@ -139,6 +139,8 @@ class _Console:
             text = raw.rstrip("\n")
             if self.armed:
                 self.armed = False
+                if self.channel is not None and text.strip():
+                    self.channel.amend(text.strip())  # on disk first: a kill now does not lose them
                 if self.rt is not None:
                     self.rt.interrupt(text.strip())
                 continue

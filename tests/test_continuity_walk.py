@@ -1,5 +1,9 @@
 """Short seeded walks of failures in sequences, the invariant checked after every operation (issue 10,
-build 2; acceptance c). ``scripts/soak`` runs the long version and prints the figures."""
+build 2; acceptance c). ``scripts/soak`` runs the long version and prints the figures.
+
+Issue 22: the walk also cuts clarifications short (``-9`` while the clarifier's request is in flight,
+or while its question waits) and says words at the next wake; every clarifier request must carry them
+exactly once, as every worker request must carry each phrase said to its session exactly once."""
 
 from __future__ import annotations
 
@@ -17,6 +21,8 @@ SEEDS = {3: True, 5: False}
 OPS_PER_WALK = 12
 # The PostgreSQL walk (issue 17) is shorter: within the suite's budget, still a kill and another strike.
 OPS_PER_PG_WALK = 8
+# The seed whose walk cuts a clarification short both ways and then says something to it.
+CUT_SEED = 3
 
 
 @pytest.mark.timeout(1500)
@@ -39,3 +45,6 @@ def test_a_walk_of_failures_keeps_every_word_and_every_file_whole(
     # The walk really struck: kills and at least one other kind of failure happened.
     struck = {str(k).split("+")[1].split("@")[0] for k in walk.counts}
     assert "kill" in struck and len(struck - {"none"}) >= 2, walk.counts
+    if seed == CUT_SEED and not is_short_variant(request):
+        assert {"cut+kill@clarify", "cut+kill@question"} <= set(walk.counts), walk.counts
+        assert walk.heard_by_clarifier >= 2, walk.counts

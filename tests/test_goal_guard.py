@@ -489,12 +489,16 @@ async def test_freezing_the_brief_keeps_words_sent_meanwhile(
     fake_api: FakeAnthropic, fake_api_env: dict[str, str], workspace: Path
 ) -> None:
     """Regression: the clarify gate replaced 需求.md wholesale, erasing what the person had sent
-    while the clarification ran (appended to the same file)."""
+    while the clarification ran (appended to the same file). Issue 22: the clarifier never looked at
+    its inbox, so it never heard them; the step now ends only after one more turn with them, once."""
     starter = starter_flow("写个 hello", workspace=workspace, run_dir=workspace / "runs", clarify_only=True)
     assert starter.channel.send("顺便要支持中文") is not None
-    fake_api.add(as_role("clarifier", text(BRIEF)))
+    fake_api.add(as_role("clarifier", text(BRIEF, times=2)))
     ctx = await run(starter.workflow, workspace)
     assert "_failed_at" not in ctx
+    asked = [r for r in fake_api.requests if role_of(r) == "clarifier"]
+    assert [r.all_text.count("顺便要支持中文") for r in asked] == [0, 1]
+    assert starter.channel.pending_mail() == []
     frozen = starter.brief_path.read_text(encoding="utf-8")
     assert Brief.parse(frozen) == Brief.parse(BRIEF)
     assert "## 运行中补充(" in frozen and "顺便要支持中文" in frozen

@@ -303,6 +303,30 @@ async def test_route_input_shares_the_terminal_rules(tmp_path: Path) -> None:
     assert (await _settled(second)).state == "declined"
 
 
+class FakeLateChannel(HumanChannel):
+    """A channel whose question closes (times out) between the look at what waits and the answer, as
+    when a person is still typing when the timeout comes."""
+
+    def pending(self) -> list[Any]:
+        waiting = super().pending()
+        for ask in waiting:
+            self._settle(ask.id, "timeout", "")
+        return waiting
+
+
+async def test_a_line_for_a_question_that_closed_meanwhile_is_mail_not_dropped(tmp_path: Path) -> None:
+    """Issue 22: the line answered a question that had just closed, and ``route_input`` returned
+    ``ignored``: the words went nowhere. They are mail now (in the brief, and in the inbox)."""
+    ch = FakeLateChannel(timeout_s=120, amend_path=tmp_path / "需求.md")
+    asking = asyncio.ensure_future(ch.ask("格式?", ["csv", "json"]))
+    while not HumanChannel.pending(ch):
+        await asyncio.sleep(0.001)
+    assert ch.route_input("用 csv,再加一列") == "mail"
+    assert (await _settled(asking)).state == "timeout"
+    assert [m.text for m in ch.pending_mail()] == ["用 csv,再加一列"]
+    assert "用 csv,再加一列" in (tmp_path / "需求.md").read_text(encoding="utf-8")
+
+
 async def test_send_is_delivered_to_the_inbox_once() -> None:
     front = FakeFrontEnd()
     ch = HumanChannel(on_event=front)

@@ -321,3 +321,46 @@ def test_remark_and_stop_reach_the_runtime(tmp_path: Path, held: live.LiveRun) -
     assert [(h["op"], h["from"]) for h in heard] == [("remark", "notebook"), ("stop", "terminal")]
     line = live.heard_line(heard[0], "en")
     assert "notebook" in line[0][1] and "use pandas" in line[0][1]
+
+
+def test_a_remark_is_written_down_before_the_run_hears_it(tmp_path: Path, held: live.LiveRun) -> None:
+    """Issue 22: a remark went only to ``Runtime.interrupt``; a run killed before the words reached the
+    model lost them. It is in 需求.md before the runtime is told, where the next run looks."""
+    brief = tmp_path / "需求.md"
+    in_brief_when_told: list[bool] = []
+    told = threading.Event()
+
+    class Runtime:
+        def interrupt(self, message: str = "", *, resume: bool = True) -> None:
+            in_brief_when_told.append(message in brief.read_text(encoding="utf-8"))
+            told.set()
+
+    held.serve(HumanChannel(timeout_s=30, amend_path=brief), Runtime())
+    live.post(tmp_path, "remark", text="改用 pandas-R4", source="terminal")
+    assert told.wait(10)
+    assert in_brief_when_told == [True]
+
+
+def test_an_answer_to_a_question_that_closed_goes_as_a_remark(tmp_path: Path, held: live.LiveRun) -> None:
+    """Issue 22: an answer that came after its question had closed was recorded as missed and went
+    nowhere. The words reach the run as a remark (written down first), and the heard line says so."""
+    brief = tmp_path / "需求.md"
+    seen: list[tuple[str, bool]] = []
+    heard: list[dict[str, Any]] = []
+    held.heard = heard.append
+
+    class Runtime:
+        def interrupt(self, message: str = "", *, resume: bool = True) -> None:
+            seen.append((message, resume))
+
+    held.serve(HumanChannel(timeout_s=30, amend_path=brief), Runtime())
+    live.post(tmp_path, "answer", text="csv, and bye.txt too", ask_id="q1", source="panel")
+    for _ in range(500):
+        if heard:
+            break
+        threading.Event().wait(0.02)
+    assert seen == [("csv, and bye.txt too", True)]
+    assert "csv, and bye.txt too" in brief.read_text(encoding="utf-8")
+    assert heard[0]["took"] is False and heard[0]["as_remark"] is True
+    line = "".join(text for _, text in live.heard_line(heard[0], "en"))
+    assert "as a remark" in line and "not used" not in line

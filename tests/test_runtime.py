@@ -236,3 +236,20 @@ async def test_a_manifest_row_that_cannot_be_written_is_said_not_swallowed(
     from flower_magic.core import manifest
 
     assert [r["step"] for r in manifest.read_rows(workspace / "runs")] == ["s1", "s2"]  # caught up
+
+
+def test_words_said_twice_before_the_session_took_them_all_go(fake_api_env: dict[str, str], tmp_path: Path) -> None:
+    """Issue 22: a second remark arriving before the session took the first one replaced it, and the
+    first was never said to the model in that run. Both go, in order; a stop still ends the step."""
+    rt = Runtime(workspace=tmp_path / "ws", run_dir=tmp_path / "runs")
+    try:
+        rt.interrupt("第一句-F1")
+        rt.interrupt("")  # a bare interrupt keeps what waits
+        rt.interrupt("第二句-S2")
+        assert rt.words_waiting() and rt.take_words() == "第一句-F1\n\n第二句-S2"
+        assert not rt.words_waiting() and rt.take_words() is None
+        rt.interrupt("说了又停")
+        rt.interrupt("", resume=False)
+        assert not rt.words_waiting() and rt.take_words() is None
+    finally:
+        rt.close()

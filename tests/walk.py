@@ -3,13 +3,20 @@
 Every operation is a real process running the default workflow (``tests/walk_child.py``, which runs
 what ``flower`` runs) with the real Claude Code CLI against the fake Messages API, on one workspace
 and one ``HOME`` for the whole walk, as a person has. An operation is a way of starting (continue,
-say something at wake, ``--new``, a context that fills and hands off) times something that happens to
-it (nothing, ``kill -9`` at one of four moments, ``SIGTERM``, an outage, an interrupt with words).
+say something at wake, ``--new``, a context that fills and hands off, ``--new`` cut short in its
+clarification: ``kill -9`` while the clarifier's request is in flight or while its question waits)
+times something that happens to it (nothing, ``kill -9`` at one of four moments, ``SIGTERM``, an
+outage, an interrupt with words). While a clarification is unfinished, what is said at wake is for the
+clarifier (the answer to its question, when one died with its process).
 
 After every operation:
     - every worker request of the op, in the session it was sent for, carries every phrase said to
-      that session before the op (in order) and the brief it started from; every clarifier request
-      carries the task; the last worker request of a finished op also carries what was said in it;
+      that session before the op (in order, each exactly once) and the brief it started from; every
+      clarifier request carries the task; the last worker request of a finished op also carries what
+      was said in it, once;
+    - every clarifier request of the op carries every phrase said to the unfinished clarification
+      (before the op and at its start), each exactly once; an op that finished with the clarification
+      unfinished at its start sent at least one;
     - every ``tool_use`` in every request has exactly one result; no request holds ``API Error``,
       ``ECONNREFUSED``, ``No response requested.`` or assistant text the model never wrote;
     - the requests' session is the one lineage.json names for the step;
@@ -37,6 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from flower_magic.core.brief import Brief
+from flower_magic.core.human import ASK_TOOL
 from flower_magic.core.project import project_key
 from flower_magic.core.rundir import TASK_NAME
 from flower_magic.stores.chain import dangling
@@ -52,7 +61,11 @@ WORK_STEP = "干活"
 CLARIFY_STEP = "确认需求"
 PROC_GIVE_UP_S = 240.0  # a hung op fails the walk instead of hanging it
 TOOL_SLEEP_S = 1.5  # the worker's tool call runs this long: room to strike mid-call
-STARTS = ("continue", "continue", "wake", "handoff", "new")
+STARTS = ("continue", "continue", "wake", "handoff", "new", "cut")
+# How a "cut" op cuts the clarification short: -9 while the clarifier's request is in flight, or while
+# its question waits for an answer.
+CUTS = ("clarify", "question")
+QUESTION = "输出要什么格式?"
 EVENTS = ("none", "none", "kill", "kill", "kill", "term", "outage", "interrupt")
 MOMENTS = ("early", "request", "tool", "flush")
 
@@ -110,7 +123,8 @@ class Op:
     start: str
     event: str
     moment: str = ""
-    said: str = ""
+    said: str = ""  # said at wake
+    words: str = ""  # said with an interrupt, in the op
 
     def __str__(self) -> str:
         tail = f"@{self.moment}" if self.moment else ""
@@ -138,6 +152,7 @@ class Model:
         self.n = 0
         self.finals = 0  # worker text replies served (the step's last answer)
         self.tools = 0
+        self.asks = False  # the clarifier asks QUESTION before it writes the brief
 
     def _say(self, body: str, **kw: Any) -> Reply:
         with self.lock:
@@ -150,6 +165,8 @@ class Model:
             n, delay = self.n, self.delay_s
         role = role_of(request)
         if role == "clarifier":
+            if self.asks and QUESTION not in request.all_text:
+                return tool_use(ASK_TOOL, {"question": QUESTION, "options": ["csv", "json"]}, delay_s=delay)
             return self._say(BRIEF.format(marker=self.marker), delay_s=delay)
         if role == "handoff":
             return self._say(HANDOFF_DOC, delay_s=delay)
@@ -177,6 +194,15 @@ class Model:
 
 def _session_of(request: Request) -> str:
     return request.headers.get("x-claude-code-session-id", "")
+
+
+def _not_once(haystack: str, needles: list[str]) -> str | None:
+    """The first needle ``haystack`` does not hold exactly once, with its count; None when all are once."""
+    for needle in needles:
+        n = haystack.count(needle)
+        if n != 1:
+            return f"{needle!r} {n} times"
+    return None
 
 
 def _in_order(haystack: str, needles: list[str]) -> str | None:
@@ -230,10 +256,12 @@ class Walk:
         self.n_new = 0
         self.counts: dict[str, int] = {}
         self.goals = self.rng.random() < 0.5  # half the walks judge every round, half run --no-goal
+        self.to_clarifier: list[str] = []  # what was said to the current task's unfinished clarification
+        self.heard_by_clarifier = 0  # ops that said something to an unfinished clarification
 
     # -- the environment -----------------------------------------------------------------------------
 
-    def env(self) -> dict[str, str]:
+    def env(self, op: Op | None = None) -> dict[str, str]:
         env = {
             k: v
             for k, v in os.environ.items()
@@ -241,6 +269,8 @@ class Walk:
         }
         env.update(self.api.env(self.home))
         env.update(PYTHONUNBUFFERED="1", WALK_INTERRUPT_FILE=str(self.interrupt_file), FLOWER_LANG="zh")
+        if op is not None and op.moment == "question":
+            env["WALK_QUESTIONS_WAIT"] = "1"  # the question waits for an answer nobody gives: -9 then
         return env
 
     def lineage(self) -> dict[str, Any]:
@@ -264,30 +294,47 @@ class Walk:
     def work_sid(self) -> str | None:
         return (self.lineage().get("steps") or {}).get(WORK_STEP)
 
+    def saved_task(self) -> str:
+        try:
+            return (self.ws / ".flower" / "notes" / TASK_NAME).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return ""
+
+    def unfinished(self) -> bool:
+        """A task was given here and its clarification has not produced a complete brief."""
+        brief = Brief.load(self.ws / ".flower" / "notes" / "需求.md")
+        return self.started and not (brief is not None and brief.complete())
+
     # -- choosing ------------------------------------------------------------------------------------
 
     def choose(self) -> Op:
         start = self.rng.choice(STARTS) if self.started else "task"
+        if self.unfinished() and start != "task" and self.rng.random() < 0.6:
+            start = "wake"  # words for the clarification that was cut short
+        if start == "cut":
+            return Op(start, "kill", self.rng.choice(CUTS))
         event = self.rng.choice(EVENTS)
         op = Op(start, event, self.rng.choice(MOMENTS) if event in ("kill", "term") else "")
         if event == "term" and op.moment == "early":
             op.moment = "tool"
+        # Bracketed, so that no phrase is part of another ("-1" of "-10"): each is counted on its own.
         if start == "wake":
-            op.said = f"唤醒补充-{self.seed}-{self.ops_done}"
-        elif event == "interrupt":
-            op.said = f"打断的话-{self.seed}-{self.ops_done}"
+            op.said = f"「唤醒补充-{self.seed}-{self.ops_done}」"
+        if event == "interrupt":
+            op.words = f"「打断的话-{self.seed}-{self.ops_done}」"
         return op
 
     # -- one op -------------------------------------------------------------------------------------
 
     def argv(self, op: Op) -> list[str]:
-        args = ["--window", str(WINDOW_TOKENS), "--timeout", "0", "--rounds", "1"]
+        timeout = "600" if op.moment == "question" else "0"
+        args = ["--window", str(WINDOW_TOKENS), "--timeout", timeout, "--rounds", "1"]
         if not self.goals:
             args.append("--no-goal")
         if op.start == "task":
             self.task = f"清洗 CSV({self.model.marker})"
             return [*args, self.task]
-        if op.start == "new":
+        if op.start in ("new", "cut"):
             self.n_new += 1
             self.model.marker = f"任务标记-T{self.n_new}"
             self.task = f"清洗 CSV({self.model.marker})"
@@ -304,32 +351,43 @@ class Walk:
         before_sid = self.work_sid()
         before_marker, before_task, before_new = self.model.marker, self.task, self.n_new
         expected = {sid: Session(s.marker, list(s.said)) for sid, s in self.sessions.items()}
+        unfinished = self.unfinished()
+        to_clarifier = list(self.to_clarifier)
         n_req = len(self.api.requests)
         started_at = time.time()
         self.model.full = op.start == "handoff"
-        self.model.delay_s = 0.8 if op.moment in ("request", "early") or op.event == "outage" else 0.0
+        self.model.asks = op.moment == "question"
+        self.model.delay_s = 0.8 if op.moment in ("request", "early", "clarify") or op.event == "outage" else 0.0
         argv = self.argv(op)
         self.log(f"[{self.seed}:{index}] {op}")
         rc = self.perform(op, argv)
-        self.model.full, self.model.delay_s = False, 0.0
+        self.model.full, self.model.delay_s, self.model.asks = False, 0.0, False
         # Killed before it wrote a byte (still importing): nothing was started, the task was never said.
         self.started = self.started or (self.ws / ".flower" / "notes" / TASK_NAME).exists()
         after_sid = self.work_sid()
-        if op.start == "new" and not self.archived_since(started_at):
+        if op.start in ("new", "cut") and not self.archived_since(started_at):
             # Killed before --new archived anything: the old request is still the one at work.
             self.model.marker, self.task, self.n_new = before_marker, before_task, before_new
             op.start = "continue"
-        elif op.start == "new":
+        elif op.start in ("new", "cut"):
             before_sid = None
+        if op.start in ("task", "new", "cut"):
+            self.to_clarifier, to_clarifier, unfinished = [], [], False
+        elif op.start == "wake" and unfinished and op.said in self.saved_task():
+            # Said to the unfinished clarification (written to 诉求.md): every clarifier request from
+            # now on carries it, once. Killed before it was written down, it was never said.
+            to_clarifier.append(op.said)
+            self.to_clarifier.append(op.said)
+            self.heard_by_clarifier += 1
         handed_off = any(role_of(r) == "handoff" for r in self.api.requests[n_req:])
         self.account(op, before_sid, after_sid, handed_off=handed_off)
-        self.check(index, op, expected, n_req, rc)
+        self.check(index, op, expected, n_req, rc, to_clarifier, unfinished=unfinished)
 
     def perform(self, op: Op, argv: list[str]) -> int | None:
         proc = subprocess.Popen(
             [sys.executable, str(CHILD), *argv],
             cwd=self.ws,
-            env=self.env(),
+            env=self.env(op),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -366,11 +424,11 @@ class Walk:
                 self.api.start()
             elif op.event == "interrupt":
                 self.wait_moment(proc, "tool", events, arrived, n_req, finals)
-                self.interrupt_file.write_text(op.said, encoding="utf-8")
+                self.interrupt_file.write_text(op.words, encoding="utf-8")
                 if proc.poll() is None:
                     os.kill(proc.pid, signal.SIGUSR1)
                 else:
-                    op.said = ""  # the run ended before the words could be said
+                    op.words = ""  # the run ended before the words could be said
             rc = proc.wait(timeout=PROC_GIVE_UP_S)
         except subprocess.TimeoutExpired:
             proc.kill()
@@ -417,6 +475,12 @@ class Walk:
         elif moment == "flush":
             until(lambda: self.model.finals > finals)
             time.sleep(self.rng.uniform(0.0, 0.25))
+        elif moment == "clarify":
+            until(lambda: any(role_of(r) == "clarifier" for r in self.api.requests[n_req:]))
+            time.sleep(self.rng.uniform(0.0, 0.6))
+        elif moment == "question":
+            until(lambda: any(e.get("kind") == "ask" and e.get("state") == "asked" for e in events))
+            time.sleep(self.rng.uniform(0.0, 0.5))
 
     # -- what the directory must hold now ------------------------------------------------------------
 
@@ -431,14 +495,24 @@ class Walk:
             self.sessions[after] = Session(self.model.marker if fresh else None)
         if op.start == "wake" and op.said not in self.brief_text():
             op.said = ""  # killed before the phrase was written down: it was never said
-        if op.said and after in self.sessions:
-            self.sessions[after].said.append(op.said)
+        if after in self.sessions:
+            self.sessions[after].said.extend(w for w in (op.said, op.words) if w)
 
     def fail(self, index: int, op: Op, what: str, detail: str) -> None:
         self.failures.append(Failure(self.seed, index, f"{op}: {what}", detail))
         self.log(f"  FAIL {what}: {detail}")
 
-    def check(self, index: int, op: Op, expected: dict[str, Session], n_req: int, rc: int | None) -> None:
+    def check(
+        self,
+        index: int,
+        op: Op,
+        expected: dict[str, Session],
+        n_req: int,
+        rc: int | None,
+        to_clarifier: list[str],
+        *,
+        unfinished: bool,
+    ) -> None:
         if op.event in ("none", "outage", "interrupt") and rc != 0:
             tail = (self.last_err or "").strip().splitlines()[-3:]
             done = next((e for e in reversed(self.last_events) if e.get("kind") == "done"), {})
@@ -486,6 +560,20 @@ class Walk:
             for pid in alive:
                 os.kill(pid, signal.SIGKILL)
         self.check_requests(index, op, expected, n_req, rc)
+        self.check_clarifier(index, op, n_req, rc, to_clarifier, unfinished=unfinished)
+
+    def check_clarifier(
+        self, index: int, op: Op, n_req: int, rc: int | None, said: list[str], *, unfinished: bool
+    ) -> None:
+        """Every clarifier request of the op carries what was said to the unfinished clarification, once;
+        an op that ran to its end with the clarification unfinished asked the clarifier at least once."""
+        asked = [r for r in self.api.requests[n_req:] if role_of(r) == "clarifier"]
+        for req in asked:
+            wrong = _not_once(req.all_text, said)
+            if wrong:
+                self.fail(index, op, "heard", f"clarifier request {req.index} carries {wrong}")
+        if unfinished and said and not asked and rc == 0:
+            self.fail(index, op, "heard", f"the clarification went on without the clarifier hearing {said!r}")
 
     def check_requests(self, index: int, op: Op, expected: dict[str, Session], n_req: int, rc: int | None) -> None:
         requests = self.api.requests[n_req:]
@@ -527,6 +615,9 @@ class Walk:
             missing = _in_order(body, ([must.marker] if must.marker else []) + must.said)
             if missing:
                 self.fail(index, op, "lost", f"worker request {req.index} (session {sid[:8]}) lacks {missing!r}")
+            wrong = _not_once(body, must.said)
+            if wrong:
+                self.fail(index, op, "heard", f"worker request {req.index} (session {sid[:8]}) carries {wrong}")
         # The op's last worker request carries what was said in it too, and is for lineage's session.
         current = steps.get(WORK_STEP)
         if last_worker and current:
@@ -543,6 +634,9 @@ class Walk:
                 missing = _in_order(tail.all_text, ([must.marker] if must.marker else []) + must.said)
                 if missing:
                     self.fail(index, op, "lost", f"last worker request {tail.index} lacks {missing!r}")
+                wrong = _not_once(tail.all_text, must.said)
+                if wrong:
+                    self.fail(index, op, "heard", f"last worker request {tail.index} carries {wrong}")
 
     # -- the walk ------------------------------------------------------------------------------------
 

@@ -3,7 +3,8 @@
 It parses the ``flower`` command's own flags and runs what ``flower`` runs (``go.build`` and
 ``go.make_runtime`` on the same files), with two differences a test needs: outage waits are short
 (probes every 0.2 s instead of 15 s) and an interrupt comes by ``SIGUSR1``, with the words in the file
-named by ``WALK_INTERRUPT_FILE`` (the terminal's Ctrl-C and typed line, without a terminal).
+named by ``WALK_INTERRUPT_FILE`` (the terminal's Ctrl-C and typed line, without a terminal). Nobody
+answers a question (it settles at once), unless ``WALK_QUESTIONS_WAIT`` is set: then it waits.
 Every engine event is printed as one JSON line, so the walk knows when to strike.
 
 Exit codes as ``flower``: 0 done, 1 stopped; killed by a signal otherwise.
@@ -47,11 +48,13 @@ async def main(argv: list[str]) -> int:
 async def _run(opts: Any) -> int:
     starter = build(opts, on_event=sink)
     rt = make_runtime(opts, resilience=FAST)
-    starter.channel.nobody_answers()
+    if not os.environ.get("WALK_QUESTIONS_WAIT"):  # else a question waits until the walk kills the run
+        starter.channel.nobody_answers()
 
     def on_usr1(signum: int, frame: Any) -> None:
-        words = Path(os.environ["WALK_INTERRUPT_FILE"]).read_text(encoding="utf-8")
-        rt.interrupt(words.strip())
+        words = Path(os.environ["WALK_INTERRUPT_FILE"]).read_text(encoding="utf-8").strip()
+        starter.channel.amend(words)  # as the terminal does with the words after a Ctrl-C
+        rt.interrupt(words)
 
     def on_term(signum: int, frame: Any) -> None:
         rt.rescue()

@@ -314,15 +314,17 @@ class HumanChannel:
         """Act on a line a person typed, by the rule every front end shares; returns what it became.
 
         With a question pending the line answers the oldest (a number picks an option, blank declines):
-        ``answered`` / ``declined``. Otherwise it is ``mail``. ``ignored``: blank with nothing pending,
-        or the question closed meanwhile.
+        ``answered`` / ``declined``. Otherwise, or when the question closed meanwhile, it is ``mail``.
+        ``ignored``: blank with nothing pending, or a blank line for a question that closed meanwhile.
         """
         waiting = self.pending()
         if waiting:
             ask = waiting[0]
             if not text.strip():
                 return DECLINED if self.decline(ask.id) else "ignored"
-            return ANSWERED if self.answer(ask.id, text) else "ignored"
+            if self.answer(ask.id, text):
+                return ANSWERED
+            # The question closed meanwhile (timed out, answered elsewhere): the words go as mail.
         return "mail" if self.send(text) is not None else "ignored"
 
     async def ask(self, question: str, options: Sequence[Any] | None = None) -> Ask:

@@ -36,6 +36,10 @@ Guarantees:
     - No symbolic link is written through: an inbox that is one is neither taken (nothing in the
       folder it points to is read, deleted or renamed) nor posted to (``LinkRefused``); the log is
       opened ``O_NOFOLLOW`` and ``live.json`` is replaced by a rename, never written into.
+    - A remark is appended to the brief (``HumanChannel.amend``) before the run is interrupted with
+      it, so words a killed run took but never got to the model are found by the next run. An answer
+      that came after its question closed is taken as a remark (``as_remark`` in its ``heard``
+      record), never dropped.
 Not guaranteed:
     - Followers on another host of a network filesystem see records late (whatever its cache allows).
 """
@@ -716,13 +720,20 @@ class LiveRun:
     def apply(self, message: dict[str, Any]) -> None:
         """Carry out one message (see the class docstring) and record it as ``heard``."""
         op, text, ask_id = message["op"], message.get("text", ""), message.get("id", "")
-        took = True
+        took, as_remark = True, False
         if op == "answer":
             pending = self.channel.pending() if self.channel is not None else []
             target = next((a for a in pending if a.id == ask_id), pending[0] if pending and not ask_id else None)
             took = target is not None and bool(self.channel.answer(target.id, text))
             ask_id = target.id if target is not None else ask_id
-        elif op == "remark":
+            # The question closed before the answer came (timed out, answered elsewhere): the words are
+            # still the person's, so the agent gets them as a remark rather than never.
+            as_remark = not took and bool(text.strip())
+        if op == "remark" or as_remark:
+            # Written down before it is said: a run killed before the words reached the model leaves
+            # them in 需求.md, where the next run finds what its sessions never received.
+            if self.channel is not None and text.strip():
+                self.channel.amend(text)
             if self.rt is not None:
                 self.rt.interrupt(text)
         elif op == "stop":
@@ -732,6 +743,8 @@ class LiveRun:
             if self.channel is not None:
                 self.channel.cancel_all(STOP_REASON)
         record = {"op": op, "text": text[:TEXT_CHARS], "id": ask_id, "from": message.get("from", "api"), "took": took}
+        if as_remark:
+            record["as_remark"] = True
         self.log.record("heard", **record)
         if self.heard is not None:
             with logged(log, "heard"):
@@ -754,7 +767,8 @@ def heard_line(record: dict[str, Any], lang: str) -> list[tuple[str, str]]:
     text = str(record.get("text") or "")[:300]
     line = [("note", say(f"live_heard_{op}", lang, source=front, text=text))]
     if op == "answer" and not record.get("took", True):
-        line.append(("dim", " " + say("live_heard_missed", lang)))
+        missed = "live_heard_as_remark" if record.get("as_remark") else "live_heard_missed"
+        line.append(("dim", " " + say(missed, lang)))
     return line
 
 

@@ -23,6 +23,8 @@ INTERRUPT_NOTE = (
 )
 INTERRUPT_WITH_WORDS = "人在这里打断了你,说:\n\n{said}\n\n照这句话调整,然后接着做。"
 INTERRUPT_SILENT = "人打断了一下,现在继续。"
+# Words that came after the session's turn had ended (while its work was being judged): nothing was cut.
+AFTER_TURN_WORDS = "你这一轮做完之后,人又说:\n\n{said}\n\n照这句话调整,接着做。"
 
 
 @dataclass
@@ -71,6 +73,11 @@ class Plan:
     resume: str | None = None
     fork: bool = False
     session_id: str | None = None  # start a new session under this id (lineage kept it)
+
+
+def after_words_prompt(words: str) -> str:
+    """The prompt that resumes a session with words a person said after its turn ended."""
+    return AFTER_TURN_WORDS.format(said=words)
 
 
 def interrupt_prompt(words: str | None) -> str:

@@ -12,6 +12,10 @@ Guarantees:
       ``retired``. Before any hand-off the session is squeezed (core.succession), and a session that
       cannot get under the hand-off line stops with a ``ContextStop`` naming why.
     - Error texts never go into the prompt the model sees; resumes use neutral prompts.
+    - A remark (``interrupt`` with words) cuts the session running now and resumes it with them,
+      except a gate's own session (``takes_words=False``, the judge): the words then wait
+      (``words_waiting`` / ``take_words``) for the step it judges; a stop still ends it. Words said
+      while no attempt runs go with the next attempt's prompt.
 Not guaranteed:
     - In-flight subagent work survives an interrupt or an outage (it is replayed by the agent).
 """
@@ -148,6 +152,7 @@ class Runtime:
         self._interrupt: str | None = None
         self._interrupt_lock = threading.Lock()
         self._resume_after_interrupt = True
+        self._takes_words = True  # False while a gate's session runs (the judge): a remark waits for the step
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: Any = None
         self._cli_interrupt_sent = False
@@ -201,11 +206,16 @@ class Runtime:
         not have to finish first.
 
         Args:
-            message: what the person said (may be empty).
+            message: what the person said (may be empty); added to words said before that no
+                attempt took yet.
             resume: False ends the step instead (``error == "interrupted-by-human"``), keeping its
                 session for the next run — a notebook's Interrupt button means "stop here".
         """
         with self._interrupt_lock:
+            waiting = self._interrupt if self._resume_after_interrupt else None
+            if resume and waiting:
+                # Words said again before the session took the first ones: all of them go, in order.
+                message = f"{waiting}\n\n{message}" if message else waiting
             self._interrupt = message or ""
             self._resume_after_interrupt = resume
         loop, client = self._loop, self._client
@@ -213,11 +223,13 @@ class Runtime:
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(self._send_cli_interrupt)
 
-    def _send_cli_interrupt(self) -> None:
+    def _send_cli_interrupt(self, *, winding_down: bool = False) -> None:
         client = self._client
         if client is None or self._cli_interrupt_sent or self._writing_handoff:
             # A hand-off being written is not cut: the words go to the successor instead.
             return
+        if not winding_down and not self._cuts():
+            return  # a gate's session (the judge) is not cut for a remark: the words wait for its step
         self._cli_interrupt_sent = True
 
         async def send() -> None:
@@ -228,6 +240,29 @@ class Runtime:
 
     def _take_interrupt(self) -> str | None:
         with self._interrupt_lock:
+            words, self._interrupt = self._interrupt, None
+            return words
+
+    def _cuts(self) -> bool:
+        """An interrupt is waiting and the attempt running now is to be cut for it: not while a
+        hand-off is written, and not a gate's session for a remark (a stop still ends it)."""
+        return (
+            self._interrupt is not None
+            and not self._writing_handoff
+            and (self._takes_words or not self._resume_after_interrupt)
+        )
+
+    def words_waiting(self) -> bool:
+        """A person's words wait for the step's session: said while no attempt of it could take them
+        (while its gate's session ran, or between its attempts)."""
+        with self._interrupt_lock:
+            return self._interrupt is not None and self._resume_after_interrupt
+
+    def take_words(self) -> str | None:
+        """The waiting words (``words_waiting``), taken: they are the caller's to send now."""
+        with self._interrupt_lock:
+            if self._interrupt is None or not self._resume_after_interrupt:
+                return None
             words, self._interrupt = self._interrupt, None
             return words
 
@@ -271,6 +306,7 @@ class Runtime:
         on_event: Sink | None = None,
         opening: str | Callable[[], str] | None = None,
         announce_context: bool = True,
+        takes_words: bool = True,
     ) -> StepResult:
         """Run one step to its end: retrying outages, resuming after interrupts, handing off when full.
 
@@ -288,12 +324,16 @@ class Runtime:
                 opening is ``prompt`` itself.
             announce_context: tell the person when the context nears the line or room is made
                 (False for a gate's own sessions, e.g. the judge's: the person does not steer them).
+            takes_words: a remark (``interrupt`` with words) cuts this session and resumes it with
+                them. False for a gate's own sessions: the words wait for the step it judges
+                (``words_waiting``); a stop still ends it.
         """
         self._note_network_fs(on_event)
         result = StepResult(step=step_name or spec.name, started_at=time.time())
         self._current = result
         self._loop = asyncio.get_running_loop()
         self._watermark, self._floor, self._announce = 0, 0, announce_context
+        self._takes_words = takes_words
         self._opening = opening if resume else prompt
         if resume and not fork and not self.holds_prompt(resume):
             prompt = self._with_opening(prompt)
@@ -361,6 +401,7 @@ class Runtime:
             result.ended_at = time.time()
             self._current = None
             self._loop = None
+            self._takes_words = True
             self.results.append(result)
             self._persist()
             if self.persist_error is not None:
@@ -521,24 +562,18 @@ class Runtime:
             await client.connect()
             tie(client)  # Windows: the CLI joins this process's kill-on-close job
             self._client = client
-            if self._interrupt is not None and not self._writing_handoff:
+            if self._cuts():
                 # An interrupt that arrived while the CLI was starting: nothing to cut yet.
                 result.error = INTERRUPTED
                 return
             await client.query(plan.prompt)
             async for message in client.receive_response():
                 self._see_session(message, result)
-                if self._interrupt is not None and not self._cli_interrupt_sent and not self._writing_handoff:
+                if self._cuts() and not self._cli_interrupt_sent:
                     self._send_cli_interrupt()
                 for event in normalize(message):
                     self._take_event(event, result, texts, on_event)
-                stop = (
-                    INTERRUPTED
-                    if self._interrupt is not None and not self._writing_handoff
-                    else HANDOFF_DUE
-                    if self._handoff_due(result)
-                    else None
-                )
+                stop = INTERRUPTED if self._cuts() else HANDOFF_DUE if self._handoff_due(result) else None
                 if stop is not None:
                     await self._wind_down(client, result, texts, on_event)
                     result.ok, result.error = False, stop
@@ -551,7 +586,7 @@ class Runtime:
             self._client = None
             with logged(log, "disconnecting from the CLI"):
                 await asyncio.wait_for(disconnect(client), DISCONNECT_TIMEOUT_S)
-        if self._interrupt is not None and result.error != HANDOFF_DUE and not self._writing_handoff:
+        if self._cuts() and result.error != HANDOFF_DUE:
             result.ok, result.error = False, INTERRUPTED
         if not result.ok and not result.error and result.errors:
             result.error = result.errors[-1]
@@ -562,7 +597,7 @@ class Runtime:
         """Ask the CLI to end its turn now and read until it has (at most ``INTERRUPT_DRAIN_S``), so the
         transcript records the cut cleanly instead of leaving a tool call without its result."""
         if not self._cli_interrupt_sent:
-            self._send_cli_interrupt()
+            self._send_cli_interrupt(winding_down=True)
 
         async def drain() -> None:
             async for message in client.receive_response():

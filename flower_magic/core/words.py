@@ -87,8 +87,8 @@ _TEXTS: dict[str, dict[str, str]] = {
         "interrupt_say": "  要说什么?(直接回车 = 什么都不说,接着跑;再按一次 Ctrl+C = 退出)",
         "pending_asks": "  (有 {n} 个提问还等着,打断不影响它们)",
         "no_tty": "! 标准输入不是终端,没人能回答提问。想让它自己判断就加 --timeout 0",
-        "received": "+ 收到 (它下次查收件箱时会看到;已追加进确认书)",
-        "received_no_brief": "+ 收到 (它下次查收件箱时会看到;没有确认书可落盘 —— 它可能活不过下一个步骤)",
+        "received": "+ 收到 (它下次查收件箱时会看到,最晚在这一步结束前;已追加进确认书)",
+        "received_no_brief": "+ 收到 (它下次查收件箱时会看到,最晚在这一步结束前;没有确认书可落盘 —— 它可能活不过下一个步骤)",
         "continue_hint": '用 %flower 接着做,%flower "一句话" 带上新要求,%flower --new "另一件事" 重开。',
         "question": "? {question}",
         "archived": "<- 旧的需求、目标和会话谱系已归档到 {path}",
@@ -454,6 +454,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "lab_live_not_text": "{name} 的第 {at} 个字符不是文字(半个 UTF-16 代理对);用 UTF-8 文字重发",
         "link_refused": "{path} 是一个符号链接(指向 {target});flower 从不透过链接写自己的文件,这次什么都没写。删掉这个链接再试",
         "run_dir_link": "{path} 是一个符号链接(指向 {target});flower 不跟着自己找到的运行目录链接走,这次什么都没写。要把运行放在那里就明说:-r {real};否则删掉这个链接再试",
+        "live_heard_as_remark": "(提问已经不在等了,这段话当插话交给了它)",
     },
     "en": {
         "wake_head": "<- picking up in {where}",
@@ -523,8 +524,8 @@ _TEXTS: dict[str, dict[str, str]] = {
         "interrupt_say": "  Anything to say? (Enter = nothing, keep going; Ctrl+C again = quit)",
         "pending_asks": "  ({n} questions are still waiting; the interrupt does not affect them)",
         "no_tty": "! stdin is not a terminal: nobody can answer questions. Add --timeout 0 to let it decide.",
-        "received": "+ received (it sees this the next time it checks its inbox; appended to the brief)",
-        "received_no_brief": "+ received (it sees this at its next inbox check; no brief to keep it in)",
+        "received": "+ received (it sees this the next time it checks its inbox, at the latest before the step ends; appended to the brief)",
+        "received_no_brief": "+ received (it sees this at its next inbox check, at the latest before the step ends; no brief to keep it in)",
         "continue_hint": '%flower continues, %flower "a sentence" adds a request, %flower --new "other" starts over.',
         "question": "? {question}",
         "archived": "<- the old brief, goals and lineage were archived to {path}",
@@ -897,6 +898,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "lab_live_not_text": "{name} is not text at character {at} (half of a UTF-16 surrogate pair); send it again as UTF-8 text",
         "link_refused": "{path} is a symbolic link (to {target}); flower never writes its files through a link, and wrote nothing. Remove the link and try again",
         "run_dir_link": "{path} is a symbolic link (to {target}); flower does not follow a run dir link it finds, and wrote nothing. To keep the runs there, name it: -r {real}; otherwise remove the link and try again",
+        "live_heard_as_remark": "(the question was no longer waiting; these words went to it as a remark)",
     },
 }
 

@@ -13,6 +13,10 @@ Guarantees:
     - A step stopped because its context cannot get under the hand-off line (``handoff.ContextStop``)
       is still judged by its gate (the judge rules on what is on disk), then gets no further round:
       it passes if the judge says the goal is met, and otherwise fails with the stop's message.
+    - Words a person said for a step after its last turn ended (while its gate, the judge, ruled:
+      ``Runtime.words_waiting``), and mail it never read from its inbox, are heard by the same session
+      before the step ends: one more attempt that does not count as a round or retry, then the gate
+      rules again.
     - A continuous workflow holds its run dir's lock (``core.runlock``) while it runs, taken before
       lineage is read or bumped: a second process running one in the same run dir gets
       ``RunLocked`` and writes nothing. In one process the hold is shared (a front end that took
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import itertools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,7 +43,7 @@ from flower_magic.core.events import Event, Sink
 from flower_magic.core.handoff import is_context_stop
 from flower_magic.core.lineage import Lineage
 from flower_magic.core.resilience import is_too_big
-from flower_magic.core.result import INTERRUPTED
+from flower_magic.core.result import INTERRUPTED, after_words_prompt
 from flower_magic.core.runlock import acquire, died_before, note_step
 from flower_magic.core.words import say
 
@@ -241,7 +246,10 @@ class Workflow:
         fork = step.fork
         result: Any = None
         passed = False
-        for attempt in range(step.retries + 1):
+        attempts = step.retries + 1  # and one more each time words wait after a passed attempt
+        for attempt in itertools.count():
+            if attempt >= attempts:
+                break
             label = attempt_label(step, attempt)
             if attempt:
                 # A sub-header for the next round or retry (not a new step: no index, same session).
@@ -288,6 +296,14 @@ class Workflow:
                 ctx["_aborted"] = str(exc)
                 passed = False
                 break
+            unheard = _waiting_words(runtime, self.channel) if passed and result.session_id else ""
+            if unheard:
+                # Said after the step's last turn (while its gate, the judge, ruled), or mail it never
+                # looked at: the same session hears them now, in one more attempt of its own, and the
+                # gate rules again.
+                prompt, resume, fork = unheard, result.session_id, False
+                attempts += 1
+                continue
             if passed:
                 break
             nxt = ""
@@ -300,6 +316,16 @@ class Workflow:
                 resume = ctx["_sessions"].get(step.resume_from) if step.resume_from else None
                 fork = step.fork
         return result, passed
+
+
+def _waiting_words(runtime: Any, channel: Any) -> str:
+    """What a person said to this step that its session has not had, taken, as the prompt that gives it:
+    words no attempt took (``Runtime.take_words``) and mail still in the inbox (``HumanChannel``).
+    "" when there is none."""
+    take = getattr(runtime, "take_words", None)
+    words = take() if take is not None and runtime.words_waiting() else None
+    mail = channel.check_inbox() if channel is not None and getattr(channel, "pending_mail", list)() else ""
+    return "\n\n---\n\n".join(p for p in (after_words_prompt(words) if words else "", mail) if p)
 
 
 def _hold_run_dir(wf: Workflow, runtime: Any) -> contextlib.AbstractContextManager[Any]:

@@ -7,6 +7,10 @@ Guarantees:
       continues its own session with ``CLARIFY_RESUME``: what was asked and answered is in that
       session and is not asked again. Only when the previous process ended abnormally (its run lock
       record was left behind) is the model told it was cut off (``CLARIFY_CUT``).
+    - What the person said since the session last heard from them (words given at this start, the
+      answer to a question that died with its process, or words an earlier start wrote into 诉求.md
+      and died before sending) goes with ``CLARIFY_RESUME``, once (``CLARIFY_SAID``); what the session
+      already holds is not sent again, whatever ended the process that sent it (``workflow.heard``).
     - A stop at this step says why (``Step.why``): the answer was not a whole four-section brief.
     - The brief is written only when all four sections are there; until then the step has not
       passed, and ``ctx["_brief_missing"]`` names what is missing.
@@ -25,10 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from flower_magic.core import brief as brief_note
-from flower_magic.core.brief import Brief, additions
+from flower_magic.core.brief import Brief, additions, remarks
 from flower_magic.core.words import say
 from flower_magic.workflow.base import Ctx, Step
 from flower_magic.workflow.edits import hand_over, tell, tell_kept
+from flower_magic.workflow.heard import unheard
 from flower_magic.workflow.roles import clarifier
 
 STEP_NAME = "确认需求"
@@ -47,6 +52,10 @@ CLARIFY_RESUME = (
 # Added to CLARIFY_RESUME only when the process that ran the clarification really ended abnormally
 # (``core.runlock.died_before``): after a normal exit it would tell the model something false.
 CLARIFY_CUT = "\n(上一次是中途断掉的 —— 进程没有正常结束,可能被杀了,也可能终端或内核崩了。原因不用管,接着做就行。)\n"
+# Added after them when the person said something the session has not received yet (words given at
+# this start, or at an earlier one whose process ended before they were stored): said once, here.
+CLARIFY_SAID = "\n---\n\n人接着又说了下面这些话(已经记进诉求;你上次的提问要是没等到回答,这就是他的回答):\n\n{said}\n"
+SAID_HEAD = CLARIFY_SAID.split("{said}")[0]  # how a session's transcript shows it received later words
 
 # Sent (before the request, if there is one) when 需求.md holds a person's version that does not read
 # as the four sections: a renamed or removed heading, a file re-saved by an editor.
@@ -83,6 +92,26 @@ def _with_edit(ctx: Ctx, request: str) -> str:
         return request
     block = CLARIFY_EDITED.format(text=edited)
     return f"{block}\n\n---\n\n{request}" if request.strip() else block
+
+
+def _unheard(ctx: Ctx, name: str, request: str, brief_path: Path) -> str:
+    """What the clarifier's session never received of ``request`` (the request as saved, with what was
+    said at later starts) and of the words sent mid-run that 需求.md holds (remarks, mail), in that
+    order. "" when it received it all, or when it holds no prompt at all: the runtime then sends the
+    step's own prompt (the whole request) ahead of the resume prompt (``Runtime.run``)."""
+    rt = ctx.get("_runtime")
+    sid = (ctx.get("_sessions") or {}).get(name)
+    if rt is None or not sid or not hasattr(rt, "holds_text"):
+        return ""
+    if hasattr(rt, "holds_prompt") and not rt.holds_prompt(sid):
+        return ""
+
+    def holds(text: str) -> bool:
+        return bool(rt.holds_text(sid, text))
+
+    said = [unheard(request, holds, head=SAID_HEAD)] if request.strip() else []
+    said += [r for r in remarks(brief_note.read(brief_path).text or "") if not holds(r)]
+    return "\n\n".join(p for p in said if p)
 
 
 def clarify_step(
@@ -151,7 +180,9 @@ def clarify_step(
         # Not a clarification cut short: the person rewrote the brief, and that is what to pick up.
         if ctx.get(_EDITED_TEXT_KEY):
             return with_notebook(_with_edit(ctx, prompt), notebook)
-        return with_notebook(CLARIFY_RESUME + (CLARIFY_CUT if ctx.get("_died_before") else ""), notebook)
+        said = _unheard(ctx, name, prompt, brief_path)
+        text = CLARIFY_RESUME + (CLARIFY_CUT if ctx.get("_died_before") else "")
+        return with_notebook(text + (CLARIFY_SAID.format(said=said) if said else ""), notebook)
 
     def why(result: Any, ctx: Ctx) -> str:
         return say("brief_incomplete", lang, n=len(ctx.get(MISSING_KEY) or ()) or 4)

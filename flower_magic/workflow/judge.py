@@ -6,6 +6,11 @@ Guarantees:
       ``resume``, after the lineage hook was detached, so it never enters lineage and never learns
       how hard the worker tried. Letting it continue would turn the guard into self-audit.
     - A rejected round resumes the SAME work session with the judge's feedback (``干活#round2`` …).
+    - A person's words said while the judge rules are not cut into the judge's session: they are
+      for the worker, who hears them in its next turn (``Workflow``: one more attempt if the judge
+      passed the round).
+    - The goal setter's session is not sent a prompt it already holds (a run killed after sending it):
+      the brief, and every word a person said in it, is in its context once (``GOAL_RESUME``).
     - The judge reads the frozen ``目标.md``; a goal re-derived after a wake phrase is what it judges.
     - No fake passes: without a runtime the gate aborts; an unclear verdict counts as "not yet".
     - What a person wrote into 目标.md by hand is never lost (``workflow.edits``): a version that reads
@@ -61,6 +66,9 @@ NO_RUNTIME = "拿不到 Runtime,无法判定目标(ctx['_runtime'] 缺失)"
 UNCLEAR = "判定者没给出明确结论,按未达成处理"
 AMENDED_REASON = "目标已被人修改。新目标:\n{block}"
 HUMAN_SAYS_REACHABLE = "人认为这个目标是能达成的,判定者判断有误。人的说法:{answer}"
+# Sent instead of the goal setter's prompt to a session that already holds that very prompt (a run
+# killed after sending it): the brief, and every word a person said in it, is in its context once.
+GOAL_RESUME = "接着刚才的活:照上文那份需求确认书,交出完整的目标,照「判定清单」的格式输出。"
 
 
 def _hydrate(ctx: Ctx, goal: Goal, name: str) -> None:
@@ -83,7 +91,8 @@ def goal_step(
 ) -> Step:
     """Derive 目标.md from the brief; skipped when it is complete, unless ``always_set`` or ``redo(ctx)``.
 
-    There is no resume prompt on purpose: re-deriving needs the full brief.
+    Continuing its session, the goal setter gets the full brief again (re-deriving needs it), unless the
+    session already holds that very prompt: then ``GOAL_RESUME``, so nothing in it is there twice.
 
     Args:
         redo: decides at run time that the goal must follow the brief (the person edited 需求.md).
@@ -110,6 +119,13 @@ def goal_step(
         text = SET_PROMPT.format(brief=ctx.get(brief_key) or "(没有确认书)")
         edited = str(ctx.get(_EDITED_TEXT_KEY) or "")
         return text + SET_EDITED.format(text=edited) if edited else text
+
+    def resume(ctx: Ctx) -> str:
+        text = prompt(ctx)
+        rt = ctx.get("_runtime")
+        sid = (ctx.get("_sessions") or {}).get(name)
+        held = rt is not None and sid and hasattr(rt, "holds_text") and rt.holds_text(sid, text)
+        return GOAL_RESUME if held else text
 
     def gate(result: Any, ctx: Ctx) -> bool:
         goal = Goal.parse(result.text or "")
@@ -143,6 +159,7 @@ def goal_step(
         when=when,
         gate=gate,
         reduce=reduce,
+        resume_prompt=resume,
         on_fail=on_fail,
         retries=retries,
         why=why,
@@ -182,6 +199,7 @@ def with_goal(
             step_name=f"{label}#{ctx[ROUND_KEY]}",
             on_event=ctx.get("_on_event"),
             announce_context=False,  # the person steers the work, not the judge: no context notices
+            takes_words=False,  # words said now are for the worker: they wait for its next turn
         )
         verdict = Verdict.parse(verdict_run.text if verdict_run.ok else "")
         ctx[VERDICT_KEY] = verdict

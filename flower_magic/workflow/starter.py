@@ -8,6 +8,9 @@ Guarantees:
       later session reads it), it is sent to the resumed work session, and the goals are re-derived
       (so the judge checks what was asked now, not the old list). Drop any one and it fails silently.
     - Waking with nothing said appends nothing, re-derives nothing and costs nothing extra.
+    - Words said before a brief exists (the clarification was cut short) add to ``诉求.md`` and reach
+      the resumed clarifier once (``workflow.clarify``); remarks sent mid-run that a killed run never
+      got to the work session reach it at the next wake (``WAKE_UNHEARD``), once.
     - A wake whose previous one ended on a failing verdict (its rounds ran out) resumes the work
       session with that verdict's reasons and failed checks: the judge's last word is never lost.
     - A person's own edit of 需求.md or 目标.md is said to the resumed work session as they wrote it,
@@ -118,8 +121,22 @@ def _last_verdict(ctx: Ctx) -> str:
     return said
 
 
+def _holds_no_prompt(ctx: Ctx) -> bool:
+    """The work session was stored without its prompt (its first process died that early): the runtime
+    sends the work prompt, the brief with everything appended to it, ahead of this wake's."""
+    rt = ctx.get("_runtime")
+    sid = (ctx.get("_sessions") or {}).get(WORK_STEP)
+    return bool(rt is not None and sid and hasattr(rt, "holds_prompt") and not rt.holds_prompt(sid))
+
+
 def _wake_prompt(said: str, ctx: Ctx, *, regoal: bool, brief_path: Path | None = None) -> str:
-    unheard = _unheard(said, ctx, brief_path) if brief_path is not None else []
+    if _holds_no_prompt(ctx):
+        # What was said is in the brief the work prompt carries: said here too, it would be there twice.
+        brief = str(ctx.get(CLARIFY_STEP) or "")
+        unheard: list[str] = []
+        said = "" if said in brief else said
+    else:
+        unheard = _unheard(said, ctx, brief_path) if brief_path is not None else []
     parts = [WAKE_UNHEARD.format(said="\n\n".join(unheard))] if unheard else []
     verdict = _last_verdict(ctx)
     parts.append(said or ("" if unheard or verdict else WAKE_NOTHING_SAID))

@@ -212,10 +212,14 @@ def test_a_background_run_outlives_the_kernel_and_takes_answers_words_and_a_stop
     assert say("live_heard_stop", "zh", source=NOTEBOOK) in _shown(kernel, shown)
 
     # -- d: kill -9 of the runner: its CLI goes with it; the log reads to the kill; the next run resumes --
-    fake_api.add(as_role("worker", _sleep(122)))
+    # The words are in 需求.md now (issue 22: written down before the run heard them), so the goals
+    # are derived again from the brief that holds them.
+    fake_api.add(as_role("goal", text(GOAL)), as_role("worker", _sleep(122)))
+    n_goal = len(_by(fake_api, "goal"))
     fourth = kernel.run("%flower --bg")
     assert fourth.status == "ok", fourth.text
     wait_until(lambda: running_in(workspace, "time.sleep(122)"), "the work step's tool")
+    assert [WORDS in r.all_text for r in _by(fake_api, "goal")[n_goal:]] == [True]
     runner = live_state(runs).pid  # type: ignore[union-attr]
     clis = _clis_of(workspace, runner)
     assert clis and "flower_magic.runner" in command_line(runner)

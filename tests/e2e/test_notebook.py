@@ -229,3 +229,40 @@ def test_kernel_restart_mid_run_records_the_step(fake_api: FakeAnthropic, worksp
     work = [r for r in _rows(workspace) if r["step"] == "干活"]
     assert work and work[-1]["error"] in ("killed-by-signal", "interrupted-by-human"), _rows(workspace)
     assert work[-1]["session_id"] == _lineage(workspace)["steps"]["干活"]  # type: ignore[index]
+
+
+def test_words_after_a_kill_mid_clarification_reach_the_clarifier_once(
+    fake_api: FakeAnthropic, child_env: dict[str, str], workspace: Path, kernel: Kernel
+) -> None:
+    """Issue 22 (item 1) through ``%flower``: the kernel dies (-9) while the clarifier's first request
+    is in flight; ``%flower "words"`` in a new kernel sends them to the clarifier, once; that kernel dies
+    too once they are stored, and a bare ``%flower`` in a third does not send them again."""
+    from tests.test_heard import TASK, WORDS, Model, _count, _next_clarifier, _stored
+
+    model = Model(asks=False)
+    fake_api.default = model
+    kernel.run("%load_ext flower_magic")
+    kernel.start(f'%flower "{TASK}"')
+    _next_clarifier(fake_api, 0)
+    wait_until(lambda: _stored(workspace, TASK), "the task reaching the store")
+    kernel.kill()
+
+    for said in (WORDS, ""):
+        n = len(fake_api.requests)
+        fresh = Kernel(workspace, child_env)
+        try:
+            fresh.run("%load_ext flower_magic")
+            if said:
+                fresh.start(f'%flower "{said}"')
+                heard = _next_clarifier(fake_api, n)
+                assert _count(heard, WORDS) == 1, heard.last_user_text
+                wait_until(lambda: _stored(workspace, WORDS), "the words reaching the store")
+                fresh.kill()
+            else:
+                model.gate.set()
+                done = fresh.run("%flower")
+                assert done.status == "ok", done.text
+                again = _next_clarifier(fake_api, n)
+                assert _count(again, WORDS) == 1, again.last_user_text
+        finally:
+            fresh.close()
