@@ -139,7 +139,7 @@ def bench_status(env: dict[str, str], base: Path, db_gb: float) -> None:
 
 DIRECT = """
 import asyncio, threading, time
-from flower_magic.workflow.go import GoOptions, build, make_runtime
+from flower_magic.front.options import GoOptions, build, make_runtime
 from pathlib import Path
 opts = GoOptions(task="清洗", workspace=Path.cwd() / "{sub}", run_dir=Path.cwd() / "{sub}" / "runs").check()
 def work():

@@ -28,9 +28,8 @@ from typing import Any
 from flower_magic.core.errors import FlowerError, disk_error, logged
 from flower_magic.core.rundir import Snapshot
 from flower_magic.core.words import pick_lang_or_default, say
-from flower_magic.terminal import TerminalView, echo
-from flower_magic.workflow.flags import CLI, add_flags, go_options
-from flower_magic.workflow.go import (
+from flower_magic.front.flags import CLI, add_flags, go_options
+from flower_magic.front.options import (
     GoError,
     GoOptions,
     NotText,
@@ -44,14 +43,15 @@ from flower_magic.workflow.go import (
     snapshot,
     start_record,
 )
-from flower_magic.workflow.phrases import explain_error, plain, problem_line, total_line, wake_banner
+from flower_magic.front.phrases import explain_error, plain, problem_line, total_line, wake_banner
+from flower_magic.terminal import TerminalView, echo
 from flower_magic.workflow.starter import NEW_CMD, NoTaskError, unfinished_clarification
 
 log = logging.getLogger(__name__)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """``flower``'s parser: the flags of ``workflow.flags``, help in FLOWER_LANG's language."""
+    """``flower``'s parser: the flags of ``front.flags``, help in FLOWER_LANG's language."""
     lang = pick_lang_or_default()
     parser = argparse.ArgumentParser(
         prog="flower", description=say("cli_about", lang), formatter_class=argparse.RawDescriptionHelpFormatter

@@ -57,8 +57,8 @@ from traitlets import Bool, Float, Int, Unicode, validate
 from flower_magic.core.errors import FlowerError, check_dir, disk_error, logged
 from flower_magic.core.printable import printable
 from flower_magic.core.words import pick_lang_or_default, say, short_path
-from flower_magic.workflow.flags import MAGIC, add_flags, given, go_options
-from flower_magic.workflow.go import DEFAULT_ROUNDS, GoError, GoOptions
+from flower_magic.front.flags import MAGIC, add_flags, given, go_options
+from flower_magic.front.options import DEFAULT_ROUNDS, GoError, GoOptions
 
 log = logging.getLogger(__name__)
 JOIN_POLL_S = 0.1  # how often the cell's thread looks for questions while the run goes
@@ -158,7 +158,7 @@ def bound_line(where: Binding, lang: str) -> str:
 
 
 def _parser() -> MagicArgumentParser:
-    """``%flower``'s parser: the flags of ``workflow.flags`` (help in FLOWER_LANG's language); a
+    """``%flower``'s parser: the flags of ``front.flags`` (help in FLOWER_LANG's language); a
     mistake raises a one-line ``UsageError``."""
     parser = MagicArgumentParser(prog="%flower", add_help=False)
     return add_flags(parser, MAGIC, pick_lang_or_default())  # type: ignore[return-value]
@@ -471,7 +471,7 @@ class FlowerMagics(Magics):
 
     def _can_run(self, opts: GoOptions) -> Any:
         """The checks before a run (the machine, something to do); returns what the directory holds."""
-        from flower_magic.workflow.go import snapshot
+        from flower_magic.front.options import snapshot
         from flower_magic.workflow.starter import unfinished_clarification
 
         try:
@@ -492,7 +492,7 @@ class FlowerMagics(Magics):
         from flower_magic.core.goal import Goal
         from flower_magic.core.handoff import default_window
         from flower_magic.display import RunView
-        from flower_magic.workflow.go import model_session
+        from flower_magic.front.options import model_session
 
         goal = Goal.load(facts.goal)
         kernel = getattr(self.shell, "kernel", None)
@@ -530,7 +530,7 @@ class FlowerMagics(Magics):
     def _go(self, opts: GoOptions, view: Any, notebook: Any, proposals: Any) -> None:
         """The run itself, in the cell, with this run's model in place (``model_session``)."""
         from flower_magic.core.live import LiveRun, heard_line
-        from flower_magic.workflow.go import build, hold_run_dir, make_runtime, start_record
+        from flower_magic.front.options import build, hold_run_dir, make_runtime, start_record
 
         lock = live = None
         try:
@@ -668,7 +668,7 @@ def load(ipython: Any) -> None:
     ipython.events.register("post_run_cell", magics.errors.record)
     try:
         from flower_magic.core.rundir import RunDir
-        from flower_magic.workflow.go import snapshot
+        from flower_magic.front.options import snapshot
 
         # The same folder and run dir a %flower in this notebook would use (%config included).
         facts = snapshot(RunDir.at(magics.where().folder, magics.run_dir or None))

@@ -30,7 +30,7 @@ from typing import Any
 from flower_magic.core.durable import open_own
 from flower_magic.core.errors import FlowerError, UserError
 from flower_magic.core.words import say
-from flower_magic.workflow.go import GoOptions
+from flower_magic.front.options import GoOptions
 
 READY = "ready"
 START_TIMEOUT_S = 60.0  # the runner imports the engine before it answers; a cold disk can be slow
@@ -149,7 +149,7 @@ def _options(spec: dict[str, Any]) -> GoOptions:
 
 def main() -> int:
     from flower_magic.core.live import RUNNER_LOG_NAME, LiveRun
-    from flower_magic.workflow.go import build, hold_run_dir, model_session, start_record
+    from flower_magic.front.options import build, hold_run_dir, model_session, start_record
 
     try:
         spec = json.loads(sys.stdin.read())
@@ -185,7 +185,7 @@ def main() -> int:
 
 
 def _run(opts: GoOptions, starter: Any, live: Any) -> int:
-    from flower_magic.workflow.go import make_runtime, rescue_on_signals
+    from flower_magic.front.options import make_runtime, rescue_on_signals
 
     rt = make_runtime(opts)
     live.serve(starter.channel, rt)

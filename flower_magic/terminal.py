@@ -22,8 +22,8 @@ from typing import Any, TextIO
 from flower_magic.core.errors import logged
 from flower_magic.core.events import Event
 from flower_magic.core.printable import printable
-from flower_magic.workflow.phrases import Line, result_line, status_line
-from flower_magic.workflow.view import shown
+from flower_magic.front.phrases import Line, result_line, status_line
+from flower_magic.front.view import shown
 
 _SGR = {"": "", "dim": "2", "bold": "1", "head": "1;36", "ok": "32", "bad": "31", "warn": "33", "note": "36"}
 log = logging.getLogger(__name__)

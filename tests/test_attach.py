@@ -14,7 +14,7 @@ from flower_magic.core.words import say
 from flower_magic.display.attach import follow
 from flower_magic.display.bundles import status_of
 from flower_magic.display.story import story
-from flower_magic.workflow.go import GoOptions
+from flower_magic.front.options import GoOptions
 
 HOSTILE = "<script>alert(1)</script>"
 ANSWER = "Markdown & more"

@@ -30,8 +30,8 @@ from flower_magic.display import RunView, banner_bundle, status_bundle
 from flower_magic.display.log import RunLog
 from flower_magic.display.run import WIDGET_MIME, pick_mode
 from flower_magic.display.state import RunState
+from flower_magic.front.phrases import plain, result_line, step_header, wake_banner
 from flower_magic.terminal import TerminalView
-from flower_magic.workflow.phrases import plain, result_line, step_header, wake_banner
 
 SCRIPT = "<script>alert(1)</script>"
 IMG = "<img src=x onerror=alert(1)>"
@@ -896,9 +896,9 @@ def test_the_network_filesystem_notice_shows_in_the_notebook_and_the_terminal(la
 
 @pytest.mark.parametrize("lang", ["zh", "en"])
 def test_the_terminal_and_the_notebook_say_the_same_for_every_event(lang: str) -> None:
-    """Issue 11 (3): one mapping (workflow/view.py) decides what an event says; each view only lays it
+    """Issue 11 (3): one mapping (front/view.py) decides what an event says; each view only lays it
     out. Every line the mapping gives appears, word for word, in both the terminal and the notebook."""
-    from flower_magic.workflow.view import shown
+    from flower_magic.front.view import shown
 
     events = [
         Event("step", "干活", payload={"index": 3, "total": 3, "resumed": True, "woke": 2}),

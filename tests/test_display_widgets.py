@@ -21,7 +21,7 @@ from flower_magic.display import RunView
 from flower_magic.display.ask import AskWidget, tap
 from flower_magic.display.header import Header, header_html, human_window
 from flower_magic.display.state import RunState
-from flower_magic.workflow.phrases import plain
+from flower_magic.front.phrases import plain
 
 HOUR_S = 3600.0  # no render happens unless a test asks for one
 CHECKS = ["clean.py 存在", "输出里没有空行"]

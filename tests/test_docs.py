@@ -34,8 +34,8 @@ def test_the_two_front_ends_take_the_same_flags_from_one_table() -> None:
     background run: ``--bg`` in a cell, ``--detach`` in a terminal; a cell on a live run follows it
     without ``--attach``)."""
     from flower_magic.cli import build_parser
+    from flower_magic.front.flags import FLAGS
     from flower_magic.magics import PARSER
-    from flower_magic.workflow.flags import FLAGS
 
     cli, magic = _options(build_parser()), _options(PARSER)
     assert cli - magic == {"-w", "--workspace", "--detach", "--attach"}
@@ -63,7 +63,7 @@ def test_the_size_limits_in_the_readme_are_the_codes() -> None:
     """The README's numbers for a message and a task are the ones the code uses."""
     from flower_magic.core.agent import MAX_MESSAGE_BYTES
     from flower_magic.core.handoff import WINDOW_HAIKU_TOKENS
-    from flower_magic.workflow.go import CLI_CHARS_PER_TOKEN, MAX_TASK_CHARS, PROMPT_OVERHEAD_TOKENS, task_limit_chars
+    from flower_magic.front.options import CLI_CHARS_PER_TOKEN, MAX_TASK_CHARS, PROMPT_OVERHEAD_TOKENS, task_limit_chars
 
     assert f"over {MAX_MESSAGE_BYTES // 2**20} MiB" in README
     assert f"at most {MAX_TASK_CHARS:,} characters with a 1M-token window" in README

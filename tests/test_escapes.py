@@ -30,11 +30,11 @@ from flower_magic.core.rundir import RunDir, Snapshot
 from flower_magic.display import RunView
 from flower_magic.display.attach import follow
 from flower_magic.display.bundles import banner_bundle, status_of
+from flower_magic.front.options import GoOptions, snapshot
+from flower_magic.front.phrases import problem_line, wake_banner
 from flower_magic.terminal import TerminalView
 from flower_magic.testing import FakeAnthropic, Reply, Request, text
 from flower_magic.testing.roles import role_of
-from flower_magic.workflow.go import GoOptions, snapshot
-from flower_magic.workflow.phrases import problem_line, wake_banner
 from tests.helpers import wait_until
 
 # What a hostile model, file or person writes: markup, an attribute break-out, and the terminal's

@@ -146,11 +146,12 @@ def _graph() -> dict[str, set[str]]:
 
 
 def test_layers_point_one_way() -> None:
-    """Issue 11 (d): front ends -> workflow -> core <- stores. core imports neither the workflow nor the
+    """Issue 11 (d), issue 23: front ends -> front -> workflow -> core <- stores. core imports neither the workflow nor the
     stores (it is handed its store), stores do not import the workflow, nothing below imports a front end."""
     below = {
-        "flower_magic.core": ("flower_magic.workflow", "flower_magic.stores"),
-        "flower_magic.stores": ("flower_magic.workflow",),
+        "flower_magic.core": ("flower_magic.workflow", "flower_magic.stores", "flower_magic.front"),
+        "flower_magic.stores": ("flower_magic.workflow", "flower_magic.front"),
+        "flower_magic.workflow": ("flower_magic.front",),
     }
     offenders = [
         f"{m} imports {n}"
@@ -212,10 +213,11 @@ def test_magics_load_without_the_workflow_or_the_sdk() -> None:
 
 def test_light_copies_of_defaults_agree() -> None:
     from flower_magic.core.human import DEFAULT_TIMEOUT_S
-    from flower_magic.workflow import go, starter
+    from flower_magic.front import options
+    from flower_magic.workflow import starter
 
-    assert go.DEFAULT_TIMEOUT_S == DEFAULT_TIMEOUT_S
-    assert go.NEW_CMD == starter.NEW_CMD
+    assert options.DEFAULT_TIMEOUT_S == DEFAULT_TIMEOUT_S
+    assert options.NEW_CMD == starter.NEW_CMD
 
 
 IMPORT_ALL = """
@@ -238,7 +240,16 @@ print(json.dumps({"imported": len(wanted) - len(failed), "failed": failed}))
     [
         (False, ["flower_magic"]),
         # The engine and the fake API import nothing third-party that needs fcntl: take it from everyone.
-        (True, ["flower_magic.core", "flower_magic.stores", "flower_magic.workflow", "flower_magic.testing"]),
+        (
+            True,
+            [
+                "flower_magic.core",
+                "flower_magic.stores",
+                "flower_magic.workflow",
+                "flower_magic.front",
+                "flower_magic.testing",
+            ],
+        ),
     ],
 )
 def test_every_module_imports_without_fcntl(tmp_path: Path, everyone: bool, prefixes: list[str]) -> None:

@@ -33,8 +33,8 @@ from flower_magic.core.errors import LinkRefused, UserError
 from flower_magic.core.human import HumanChannel
 from flower_magic.core.lineage import Lineage
 from flower_magic.core.rundir import QA_LOG_NAME, RunDir
+from flower_magic.front.options import GoOptions, RunDirLink
 from flower_magic.testing import FakeAnthropic
-from flower_magic.workflow.go import GoOptions, RunDirLink
 
 TASK = "write a short notes file"
 KINDS = ("file", "folder", "nowhere")

@@ -13,8 +13,8 @@ import pytest
 
 from flower_magic.core.rundir import RunDir
 from flower_magic.core.storage import StoreLocation, StoreMismatch, choose_store, record_store
+from flower_magic.front.options import snapshot
 from flower_magic.testing import FakeAnthropic, text, tool_use
-from flower_magic.workflow.go import snapshot
 from tests.helpers import run_script, stored_session, write_script
 from tests.pg import PgServer
 

@@ -26,9 +26,9 @@ from flower_magic.core import manifest
 from flower_magic.core.agent import MAX_MESSAGE_BYTES
 from flower_magic.core.resilience import RESUME_PROMPT
 from flower_magic.core.words import say
+from flower_magic.front.options import MAX_TASK_CHARS
 from flower_magic.testing import FakeAnthropic, Request, text, tool_use
 from flower_magic.testing.roles import as_role, role_of
-from flower_magic.workflow.go import MAX_TASK_CHARS
 
 PROC_TIMEOUT_S = 300  # a hung run fails the test instead of the suite's guard
 BRIEF = "## 目标\n写个脚本\n\n## 验收标准\n- 能跑\n\n## 边界\n不做 GUI\n\n## 未知与假设\n- 无\n"

@@ -202,7 +202,7 @@ def test_go_refuses_a_bad_watchdog_setting_before_writing(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, lang: str
 ) -> None:
     from flower_magic.core.words import say
-    from flower_magic.workflow.go import GoError, GoOptions
+    from flower_magic.front.options import GoError, GoOptions
 
     monkeypatch.setenv("FLOWER_WATCHDOG", "sometimes")
     with pytest.raises(GoError) as caught:

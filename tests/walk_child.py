@@ -22,7 +22,7 @@ from typing import Any
 
 from flower_magic.cli import build_parser, options_from
 from flower_magic.core.resilience import Resilience
-from flower_magic.workflow.go import build, hold_run_dir, make_runtime
+from flower_magic.front.options import build, hold_run_dir, make_runtime
 
 FAST = Resilience(base_delay=0.2, max_delay=1.0, probe_interval=0.2, probe_timeout=1.0, max_offline_wait=120.0)
 

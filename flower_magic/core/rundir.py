@@ -9,7 +9,7 @@ Symbolic links: a cloned repository can carry ``runs/run.lock -> ../../notes.md`
 ``runs/inbox -> ..`` (git keeps links), and a file flower opened through such a link would be
 written, truncated or emptied of its ``*.json`` wherever the link points. So flower's own files and
 folders are never links: ``own_files`` and ``own_folders`` list every one flower writes, truncates,
-renames or deletes, and ``workflow.go.GoOptions.preflight`` refuses a link among them (to a file, to
+renames or deletes, and ``front.options.GoOptions.preflight`` refuses a link among them (to a file, to
 a folder or to nowhere) with one line, before a byte is written; the writers themselves open what they
 append to or lock with ``O_NOFOLLOW`` (``core.durable.open_own``) and replace a name rather than write
 into it (``durable.write_atomic``), so a link planted after that check is not written through either.
@@ -63,7 +63,7 @@ TASK_NAME = "诉求.md"
 QA_LOG_NAME = "问答记录.md"  # the questions and answers of a run (workflow.starter.LOG_NAME; a test keeps them equal)
 # SQLite's files beside sessions.db: it opens them by name, following a link like any other program.
 SQLITE_SIDE_SUFFIXES = ("-wal", "-shm", "-journal")
-TASK_MAX_READ_BYTES = 16 * 1024 * 1024  # far past the largest task a model can take (workflow/go.py)
+TASK_MAX_READ_BYTES = 16 * 1024 * 1024  # far past the largest task a model can take (front/options.py)
 WORK_STEP = "干活"
 # Snapshot.describe: values wider than this (a session id) do not push every meaning to the right.
 DESCRIBE_ALIGN_COLS = 24

@@ -27,7 +27,7 @@ from typing import Any
 from flower_magic.core.errors import FlowerError
 from flower_magic.core.words import say
 from flower_magic.display.run import RunView
-from flower_magic.workflow.phrases import Line
+from flower_magic.front.phrases import Line
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from flower_magic.core.rundir import Snapshot
 from flower_magic.core.words import human_elapsed, human_tokens, say, short_path
 from flower_magic.display import html
 from flower_magic.display.goals import goal_lines, marks_of
-from flower_magic.workflow.phrases import Line, problem_line, wake_banner
+from flower_magic.front.phrases import Line, problem_line, wake_banner
 
 ERROR_CHARS = 80  # the manifest's error column: enough to tell interrupted from an API error
 NUMERIC = frozenset({2, 3, 4, 5, 7, 8})  # cost, turns, time, attempts, hand-offs, context
@@ -41,7 +41,7 @@ def banner_bundle(facts: Snapshot, lang: str = "zh", *, hint: bool = False) -> d
     """The wake banner (and the problem line when lineage.json was unreadable).
 
     Args:
-        facts: what the run dir holds (``workflow.go.snapshot``).
+        facts: what the run dir holds (``front.options.snapshot``).
         lang: ``zh`` or ``en``.
         hint: add the dim line on how to continue (``phrases`` ``continue_hint``).
 
@@ -98,7 +98,7 @@ def status_bundle(
     """``%flower --status``: banner, goal list with the latest verdict marks, latest manifest rows.
 
     Args:
-        facts: what the run dir holds (``workflow.go.snapshot``).
+        facts: what the run dir holds (``front.options.snapshot``).
         goal_checks: the checks of 目标.md (``Goal.load(...).checks``), or empty.
         last_verdict_checks: the latest verdict's ``checks`` (``[{"check", "passed"}]``), or None
             when no verdict is known: every check shows as not judged yet.
@@ -181,7 +181,7 @@ def status_of(opts: Any, *, cmd: str = "%flower") -> dict[str, str]:
     from flower_magic.core import manifest
     from flower_magic.core.goal import Goal
     from flower_magic.display.story import story
-    from flower_magic.workflow.go import snapshot
+    from flower_magic.front.options import snapshot
     from flower_magic.workflow.judge import check_marks, last_verdict
 
     facts = snapshot(opts.rundir, opts.sessions)

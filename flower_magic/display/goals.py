@@ -11,7 +11,7 @@ from typing import Any
 
 from flower_magic.core.printable import printable
 from flower_magic.core.words import say
-from flower_magic.workflow.phrases import Line
+from flower_magic.front.phrases import Line
 
 REASON_CHARS = 300  # one readable line of the judge's reason; the full text is in the judge's session
 

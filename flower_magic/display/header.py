@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from flower_magic.core.words import human_elapsed, human_tokens, say
 from flower_magic.display import html
 from flower_magic.display.goals import FAIL, PASS, PENDING, UNVERIFIABLE
-from flower_magic.workflow.phrases import Line
+from flower_magic.front.phrases import Line
 
 STATUS_KEYS = {"running": "run_running", "asking": "run_asking", "done": "run_done", "failed": "run_failed"}
 BADGE_KEYS = {PASS: "badge_pass", FAIL: "badge_fail", PENDING: "badge_pending", UNVERIFIABLE: "badge_unverifiable"}

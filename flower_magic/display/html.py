@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from flower_magic.core.printable import printable
 from flower_magic.core.words import cols
-from flower_magic.workflow.phrases import Line
+from flower_magic.front.phrases import Line
 
 ROOT_CLASS = "flower-magic"
 STYLES = frozenset({"dim", "bold", "head", "ok", "bad", "warn", "note"})

@@ -18,7 +18,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from flower_magic.display import html
-from flower_magic.workflow.phrases import Line
+from flower_magic.front.phrases import Line
 
 CHUNK_ENTRIES = 20  # small enough that one chunk's HTML is a cheap message to re-send
 MAX_CHUNKS = 10  # 10 x 20 = the newest ~200 entries stay in the live view

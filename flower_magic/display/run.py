@@ -35,7 +35,7 @@ from flower_magic.core.errors import logged
 from flower_magic.core.events import Event
 from flower_magic.core.rundir import Snapshot
 from flower_magic.display.state import RunState
-from flower_magic.workflow.phrases import Line
+from flower_magic.front.phrases import Line
 
 if TYPE_CHECKING:
     from flower_magic.display.widgets import ViewWidgets
@@ -85,7 +85,7 @@ class RunView:
         verbose: also show subagent text, thinking, successful tool results and system events.
         rounds: the judge's round budget (the status line's N; 0 hides the round counter).
         goal_checks: the checks of 目标.md at the start (see ``set_goal_checks``).
-        banner_facts: what the run dir holds (``workflow.go.snapshot``) when waking: the view starts
+        banner_facts: what the run dir holds (``front.options.snapshot``) when waking: the view starts
             with the wake banner.
         interactive: a person watches a frontend that renders widgets; False (nbclient, papermill)
             shows a display handle with static HTML instead.

@@ -34,7 +34,7 @@ from flower_magic.display import html
 from flower_magic.display.goals import check_states, goal_lines, marks_of, verdict_line
 from flower_magic.display.header import Header, checklist_html, header_html
 from flower_magic.display.log import Entry, RunLog
-from flower_magic.workflow.phrases import (
+from flower_magic.front.phrases import (
     Line,
     explain_error,
     problem_line,
@@ -43,7 +43,7 @@ from flower_magic.workflow.phrases import (
     total_line,
     wake_banner,
 )
-from flower_magic.workflow.view import Shown, shown
+from flower_magic.front.view import Shown, shown
 
 MAX_TEXT_CHARS = 4000  # one agent message in the live view; the full text stays in the session
 TOOL_INPUT_CHARS = 2000  # the collapsed details of a tool call
@@ -158,7 +158,8 @@ class RunState:
         verbose: also show subagent text, thinking, successful tool results and system events.
         rounds: the judge's round budget N (0: no round counter in the status line).
         goal_checks: the checks of 目标.md when the run starts.
-        banner_facts: what the run dir holds (``workflow.go.snapshot``) when waking (shows the wake banner), else None.
+        banner_facts: what the run dir holds (``front.options.snapshot``) when waking (shows the wake
+            banner), else None.
         log: the log of what comes before the first step (default: ``RunLog()``).
         window: the model's context window in tokens (0: unknown, the header shows no bar).
     """

@@ -1,5 +1,5 @@
 """The last run's story for ``--status``: its event log replayed through the same phrases a live view
-shows (``workflow.view.shown``, ``core.live.heard_line``, the step and total lines), as lines.
+shows (``front.view.shown``, ``core.live.heard_line``, the step and total lines), as lines.
 
 Reads only (``core.live.read_log``, ``live_state``); never raises on a log it cannot read (what
 cannot be read is not there).
@@ -13,8 +13,8 @@ from typing import Any
 from flower_magic.core.events import Event
 from flower_magic.core.words import say
 from flower_magic.display.state import clip
-from flower_magic.workflow.phrases import Line, explain_error, result_line, total_line
-from flower_magic.workflow.view import shown
+from flower_magic.front.phrases import Line, explain_error, result_line, total_line
+from flower_magic.front.view import shown
 
 MAX_LINES = 200  # the newest lines of a long run; --status is a look, the panel has the whole transcript
 WIDTH_COLS = 80

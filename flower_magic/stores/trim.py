@@ -53,7 +53,7 @@ CMD_PREVIEW_CHARS = 60
 #     round: everything before it stays cached.
 # Measured in bench/bench_context_economy.py (6 wakes x 5 rounds of 20-40 KB reads, README).
 BUDGET_SHARE = 0.05
-# Tokens are counted as characters / 3: Claude Code's own estimate (workflow/go.py). Real English text
+# Tokens are counted as characters / 3: Claude Code's own estimate (front/options.py). Real English text
 # runs nearer 4 characters a token, so the budget keeps a little less than it allows: the safe side.
 CHARS_PER_TOKEN = 3
 # The reference's count rule, kept for compatibility: TrimPolicy(keep_recent=REFERENCE_KEEP_RECENT).

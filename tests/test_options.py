@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from flower_magic.core.handoff import WINDOW_1M_TOKENS, WINDOW_HAIKU_TOKENS
-from flower_magic.stores.trim import budget_for_line
-from flower_magic.workflow.go import (
+from flower_magic.front.options import (
     MAX_TASK_CHARS,
     GoError,
     GoOptions,
@@ -17,6 +16,7 @@ from flower_magic.workflow.go import (
     make_runtime,
     task_limit_chars,
 )
+from flower_magic.stores.trim import budget_for_line
 
 
 @pytest.fixture(autouse=True)

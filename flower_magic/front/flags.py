@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from flower_magic.core.words import say
-from flower_magic.workflow.go import DEFAULT_ROUNDS, DEFAULT_TIMEOUT_S, GoOptions
+from flower_magic.front.options import DEFAULT_ROUNDS, DEFAULT_TIMEOUT_S, GoOptions
 
 CLI, MAGIC = "cli", "magic"
 BOTH = (CLI, MAGIC)

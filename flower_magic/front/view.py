@@ -1,7 +1,7 @@
 """One mapping from a run's events to what a person reads, for every front end.
 
 ``shown(event, ...)`` turns an ``Event`` into a ``Shown``: the lines (styled runs of text, see
-``workflow.phrases.Line``) and what they are (a step header, agent text, a tool call, a question …),
+``front.phrases.Line``) and what they are (a step header, agent text, a tool call, a question …),
 or None when the event shows nothing at this verbosity. The terminal (``terminal.py``) prints the
 lines with ANSI colours; the notebook (``display/state.py``) keeps them in its log, renders HTML, and
 updates a question or a tool call in place by ``key``. Neither decides on its own what an event says.
@@ -22,7 +22,7 @@ from typing import Any
 from flower_magic.core.events import Event
 from flower_magic.core.human import ASK_TOOL
 from flower_magic.core.words import say
-from flower_magic.workflow.phrases import Line, ask_state_line, handoff_block, round_header, step_header
+from flower_magic.front.phrases import Line, ask_state_line, handoff_block, round_header, step_header
 
 Clip = Callable[[str, int], str]
 
