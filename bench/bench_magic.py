@@ -139,16 +139,15 @@ def bench_status(env: dict[str, str], base: Path, db_gb: float) -> None:
 
 DIRECT = """
 import asyncio, threading, time
-from flower_magic.front.options import GoOptions, build, make_runtime
+from flower_magic.front.launch import Launch
+from flower_magic.front.options import GoOptions
 from pathlib import Path
 opts = GoOptions(task="清洗", workspace=Path.cwd() / "{sub}", run_dir=Path.cwd() / "{sub}" / "runs").check()
 def work():
-    s = build(opts)
-    rt = make_runtime(opts)
-    try:
-        asyncio.run(s.workflow.run(rt))
-    finally:
-        rt.close()
+    launch = Launch(opts, front_end="terminal")
+    launch.plan()
+    launch.apply()
+    launch.run()
 t = threading.Thread(target=work); t.start(); t.join()
 """
 

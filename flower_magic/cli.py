@@ -26,26 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from flower_magic.core.errors import FlowerError, disk_error, logged
-from flower_magic.core.rundir import Snapshot
+from flower_magic.core.live import heard_line
 from flower_magic.core.words import pick_lang_or_default, say
 from flower_magic.front.flags import CLI, add_flags, go_options
-from flower_magic.front.options import (
-    GoError,
-    GoOptions,
-    NotText,
-    RunDirLink,
-    TaskTooBig,
-    build,
-    hold_run_dir,
-    make_runtime,
-    model_session,
-    rescue_on_signals,
-    snapshot,
-    start_record,
-)
-from flower_magic.front.phrases import explain_error, plain, problem_line, total_line, wake_banner
+from flower_magic.front.launch import Launch, end_on_signals, found_outcome
+from flower_magic.front.options import GoError, GoOptions, NotText, RunDirLink, TaskTooBig
+from flower_magic.front.outcome import Ending, Outcome
+from flower_magic.front.phrases import ending_lines, plain, problem_line, total_line, wake_banner
 from flower_magic.terminal import TerminalView, echo
-from flower_magic.workflow.starter import NEW_CMD, NoTaskError, unfinished_clarification
+from flower_magic.workflow.starter import NEW_CMD
 
 log = logging.getLogger(__name__)
 
@@ -175,53 +164,23 @@ class _Console:
         self.view.say("dim", say("interrupt_say", self.lang))
 
 
-async def _drive(opts: GoOptions, view: TerminalView, console: _Console) -> int:
-    from flower_magic.core.live import LiveRun, heard_line
+async def _drive(launch: Launch, view: TerminalView, console: _Console) -> Outcome:
+    """The run, with stdin read for it (answers, mail, the words after a Ctrl-C)."""
+    assert launch.starter is not None
+    console.attach(launch, launch.starter.channel)
+    return await launch.drive(on_step=view.on_step)
 
-    live = LiveRun(
-        opts.rundir.path,
-        front_end="terminal",
-        start=start_record(opts, "terminal"),
-        view_sink=view,
-        heard=lambda record: view.line(heard_line(record, opts.lang)),
-    )
-    try:
-        starter = build(opts, on_event=live.sink)
-    except NoTaskError:
-        live.end({"_failed_at": "-"}, 0.0, "")
-        echo(say("need_ask", opts.lang), err=True)
-        return 1
-    if starter.archived is not None:
-        view.say("dim", say("archived", opts.lang, path=starter.archived))
-    rt = make_runtime(opts)
-    console.attach(rt, starter.channel)
-    live.serve(starter.channel, rt)
 
-    restore = rescue_on_signals(rt)  # a closed terminal records the step in flight
-
-    def on_step(step: Any, result: Any) -> None:
-        live.on_step(step, result)
-        view.on_step(step, result)
-
-    ctx: dict[str, Any] | None = None
-    try:
-        ctx = await starter.workflow.run(rt, on_event=live.sink, on_step=on_step)
-    finally:
-        restore()
-        starter.channel.cancel_all()
-        rt.close()
-        live.end(ctx, rt.total_cost(), str(rt.manifest_path))
+def _tell_end(lang: str, cmd: str, view: TerminalView, outcome: Outcome) -> None:
+    """The terminal's last lines: the total, then how the run ended and how to continue (stderr when it
+    did not end well, so a script sees why)."""
     view.say("", "")
-    view.line(total_line(rt.total_cost(), str(rt.manifest_path), opts.lang))
-    failed = ctx.get("_failed_at")
-    if failed:
-        why = ctx.get("_aborted") or getattr(ctx["_results"].get(failed), "error", None)
-        if why:
-            explained = explain_error(str(why), opts.lang, cmd="flower")
-            echo(plain(explained) if explained else str(why), err=True)
-        echo(say("aborted", opts.lang, step=failed), err=True)
-        return 1
-    return 0
+    view.line(total_line(outcome.cost_usd, outcome.manifest or "-", lang))
+    for line in ending_lines(outcome, lang, cmd):
+        if outcome.ok:
+            view.line(line)
+        else:
+            echo(plain(line), err=True)
 
 
 def _lenient_stdin() -> None:
@@ -256,32 +215,20 @@ def main(argv: list[str] | None = None) -> int:
     # --new on a live run goes on to the run lock, whose refusal names the holder and how to stop it.
     if args.stop or args.attach or (_live_here(opts) and not opts.new):
         return _to_live_run(opts, stop=args.stop, follow=not args.detach)
+    launch = Launch(opts, front_end="terminal")
     try:
         # Before anything heavy is imported and before a byte is written: a missing key is said at once.
-        opts.preflight(cmd="flower")
+        launch.check()
+        if not opts.task and not args.detach:
+            _ask_first(opts, launch.look().resumable)
+        launch.plan()
     except FlowerError as exc:
         echo(f"flower: {exc}", err=True)
         return 1
-    facts = snapshot(opts.rundir, opts.sessions)
     if args.detach:
-        return _detach(opts, facts)
-    if not opts.task:
-        resumable = facts.waking or unfinished_clarification(opts.workspace, opts.run_dir, opts.sessions)
-        _ask_first(opts, resumable)
-        if not opts.task and not opts.new and not resumable:
-            # Nothing to do in a fresh directory: say so before the run lock creates the run dir.
-            echo(say("need_ask", opts.lang), err=True)
-            return 1
-    try:
-        lock = hold_run_dir(opts, front_end="terminal")
-    except FlowerError as exc:
-        echo(str(exc), err=True)
-        return 1
-    try:
-        with model_session(opts):
-            return _run_held(opts, facts, timeout_given=args.timeout is not None)
-    finally:
-        lock.release()
+        launch.abandon()
+        return _detach(opts)
+    return _run(launch, timeout_given=args.timeout is not None)
 
 
 def _live_here(opts: GoOptions) -> bool:
@@ -313,7 +260,7 @@ def _to_live_run(opts: GoOptions, *, stop: bool, follow: bool = True) -> int:
 def _attach(opts: GoOptions) -> int:
     """Follow the live run here: its log so far, then live. A line typed answers the open question,
     or else is a remark; Ctrl-C stops watching (the run goes on)."""
-    from flower_magic.core.live import Watch, end_context, live_state, post
+    from flower_magic.core.live import Watch, live_state, post
 
     rd = opts.rundir
     state = live_state(rd.path)
@@ -344,33 +291,16 @@ def _attach(opts: GoOptions) -> int:
         echo()
         view.say("dim", say("live_detached", opts.lang))
         return 0
-    if end is None:
-        view.say("warn", say("live_gone", opts.lang))
-        return 1
-    view.say("", "")
-    view.line(total_line(float(end.get("total_cost") or 0.0), str(end.get("manifest") or "-"), opts.lang))
-    ctx = end_context(end)
-    if ctx.get("_failed_at"):
-        why = ctx.get("_aborted")
-        if why:
-            explained = explain_error(str(why), opts.lang, cmd="flower")
-            echo(plain(explained) if explained else str(why), err=True)
-        echo(say("aborted", opts.lang, step=ctx["_failed_at"]), err=True)
-        return 1
-    return 0
+    # None: its process is gone without a word, which the next start will record as found here.
+    outcome = Outcome.from_record(end) if end is not None else found_outcome(rd.path) or Outcome(Ending.KILLED)
+    _tell_end(opts.lang, "flower", view, outcome)
+    return outcome.exit_code
 
 
-def _detach(opts: GoOptions, facts: Snapshot) -> int:
-    """``flower --detach``: start the run in the background and return."""
+def _detach(opts: GoOptions) -> int:
+    """``flower --detach``: start the run (planned here: a mistake is said here) in the background and return."""
     from flower_magic.runner import start
 
-    if (
-        not opts.task
-        and not (facts.waking or unfinished_clarification(opts.workspace, opts.run_dir, opts.sessions))
-        and not opts.new
-    ):
-        echo(say("need_ask", opts.lang), err=True)
-        return 1
     try:
         pid = start(opts, front_end="terminal")
     except FlowerError as exc:
@@ -380,24 +310,13 @@ def _detach(opts: GoOptions, facts: Snapshot) -> int:
     return 0
 
 
-def _run_held(opts: GoOptions, facts: Snapshot, *, timeout_given: bool = False) -> int:
-    """The run itself, with the run dir's lock held. ``timeout_given``: ``--timeout`` was on the
-    command line, so the person already chose how long questions wait (no hint about it)."""
+def _run(launch: Launch, *, timeout_given: bool = False) -> int:
+    """The run itself, in this terminal. ``timeout_given``: ``--timeout`` was on the command line, so the
+    person already chose how long questions wait (no hint about it)."""
+    opts = launch.opts
     view = TerminalView(opts.lang, verbose=opts.verbose)
-    if opts.demo:
-        view.say("dim", say("demo_on", opts.lang))
-    if facts.waking and not opts.new:
-        view.line(wake_banner(facts, opts.lang))
-        problem = problem_line(facts, opts.lang)
-        if problem:
-            view.line(problem)
-    console = _Console(view, opts.lang, hint_timeout=not timeout_given and opts.timeout_s > 0)
-    old_int = signal.signal(signal.SIGINT, console.on_sigint) if sys.stdin.isatty() else None
-    try:
-        return asyncio.run(_drive(opts, view, console))
-    except KeyboardInterrupt:
-        echo()
-        return 130
+    try:  # the lock first: a refused run prints its one line and nothing else
+        starter = launch.apply(view_sink=view, heard=lambda record: view.line(heard_line(record, opts.lang)))
     except FlowerError as exc:
         echo(str(exc), err=True)
         return 1
@@ -407,10 +326,33 @@ def _run_held(opts: GoOptions, facts: Snapshot, *, timeout_given: bool = False) 
             raise
         echo(str(disk), err=True)
         return 1
+    if opts.demo:
+        view.say("dim", say("demo_on", opts.lang))
+    seen = launch.look()
+    if seen.waking:
+        view.line(wake_banner(seen.facts, opts.lang))
+        problem = problem_line(seen.facts, opts.lang)
+        if problem:
+            view.line(problem)
+    if launch.found is not None:
+        view.say("dim", say("previous_found", opts.lang, how=launch.found.headline(opts.lang)))
+    if starter.archived is not None:
+        view.say("dim", say("archived", opts.lang, path=starter.archived))
+    console = _Console(view, opts.lang, hint_timeout=not timeout_given and opts.timeout_s > 0)
+    old_int = signal.signal(signal.SIGINT, console.on_sigint) if sys.stdin.isatty() else None
+    restore = end_on_signals(launch)  # a closed terminal, a kill: the step in flight and the ending recorded
+    try:
+        outcome = asyncio.run(_drive(launch, view, console))
+    except KeyboardInterrupt:
+        echo()
+        return 130
     finally:
+        restore()
         if old_int is not None:
             with logged(log, "run held"):
                 signal.signal(signal.SIGINT, old_int)
+    _tell_end(opts.lang, launch.cmd, view, outcome)
+    return outcome.exit_code
 
 
 if __name__ == "__main__":  # python -m flower_magic.cli, as the `flower` command

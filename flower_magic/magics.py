@@ -35,7 +35,6 @@ Guarantees:
 from __future__ import annotations
 
 import argparse
-import asyncio
 import atexit
 import contextlib
 import importlib
@@ -59,11 +58,12 @@ from flower_magic.core.printable import printable
 from flower_magic.core.words import pick_lang_or_default, say, short_path
 from flower_magic.front.flags import MAGIC, add_flags, given, go_options
 from flower_magic.front.options import DEFAULT_ROUNDS, GoError, GoOptions
+from flower_magic.front.outcome import Ending
 
 log = logging.getLogger(__name__)
 JOIN_POLL_S = 0.1  # how often the cell's thread looks for questions while the run goes
 WIND_DOWN_S = 30.0  # after an Interrupt: how long to wait for the agent to stop cleanly
-_LIVE_RUNTIMES: weakref.WeakSet[Any] = weakref.WeakSet()
+_LIVE_LAUNCHES: weakref.WeakSet[Any] = weakref.WeakSet()  # runs of this kernel, for a shutdown to end
 
 # The Claude Agent SDK takes seconds to import (it brings mcp, jsonschema and pydantic's models), and
 # the first %flower would wait for it. %load_ext starts that import in the background, so a %flower
@@ -168,8 +168,8 @@ PARSER = _parser()
 
 
 def _rescue_all() -> None:
-    for rt in list(_LIVE_RUNTIMES):
-        rt.rescue()
+    for launch in list(_LIVE_LAUNCHES):
+        launch.end_now(Ending.CLOSED)
 
 
 def _on_exit_now(change: Any) -> None:
@@ -455,11 +455,11 @@ class FlowerMagics(Magics):
         )
 
     def _bg(self, opts: GoOptions) -> None:
-        """``%flower --bg``: checked as a foreground run is, then started in a runner process
-        (``flower_magic.runner``) and followed here; the cell returns at once."""
+        """``%flower --bg``: planned here as a foreground run is (a mistake writes nothing), then started
+        in a runner process (``flower_magic.runner``) and followed here; the cell returns at once."""
         from flower_magic.runner import start
 
-        self._can_run(opts)
+        self._plan(opts).abandon()
         try:
             pid = start(opts, front_end="notebook")
         except FlowerError as exc:
@@ -469,39 +469,33 @@ class FlowerMagics(Magics):
 
     # -- a run ----------------------------------------------------------------------------------------
 
-    def _can_run(self, opts: GoOptions) -> Any:
-        """The checks before a run (the machine, something to do); returns what the directory holds."""
-        from flower_magic.front.options import snapshot
-        from flower_magic.workflow.starter import unfinished_clarification
+    def _plan(self, opts: GoOptions) -> Any:
+        """A ``front.launch.Launch`` of ``opts`` in this kernel, planned: every mistake said as one line."""
+        from flower_magic.front.launch import Launch
 
+        launch = Launch(opts, front_end="notebook")
         try:
-            opts.preflight(cmd="%flower")
+            launch.plan()
         except FlowerError as exc:
             raise UsageError(str(exc)) from None
-        facts = snapshot(opts.rundir, opts.sessions)
-        waking = facts.waking and not opts.new
-        resumable = waking or (not opts.new and unfinished_clarification(opts.workspace, opts.run_dir, opts.sessions))
-        if not opts.task and not resumable:
-            raise UsageError(say("need_ask", opts.lang))
-        return facts
+        return launch
 
     def _run(self, opts: GoOptions) -> None:
-        facts = self._can_run(opts)
-        waking = facts.waking and not opts.new
+        launch = self._plan(opts)
+        seen = launch.look()
         _warmed()  # mistakes are told at once; the run itself needs the SDK
         from flower_magic.core.goal import Goal
         from flower_magic.core.handoff import default_window
         from flower_magic.display import RunView
-        from flower_magic.front.options import model_session
 
-        goal = Goal.load(facts.goal)
+        goal = Goal.load(seen.facts.goal)
         kernel = getattr(self.shell, "kernel", None)
         view = RunView(
             opts.lang,
             verbose=opts.verbose,
             rounds=max(1, opts.rounds) if opts.goal else 0,
             goal_checks=list(goal.checks) if goal and not opts.new else (),
-            banner_facts=facts if waking else None,
+            banner_facts=seen.facts if seen.waking else None,
             # Headless (nbclient, papermill): no widgets, one display updated in place.
             interactive=bool(getattr(kernel, "_allow_stdin", True)),
             window=opts.window or default_window(),
@@ -509,9 +503,8 @@ class FlowerMagics(Magics):
         from flower_magic.kernel import Proposals
 
         proposals = Proposals(self.shell, opts.lang)
-        notebook = self._notebook(opts, proposals)
-        with model_session(opts):
-            self._go(opts, view, notebook, proposals)
+        launch.notebook = self._notebook(opts, proposals)
+        self._go(launch, view, proposals)
 
     def _notebook(self, opts: GoOptions, proposals: Any) -> Any:
         """The notebook's context of this wake (``core.notebook``), read now, on the kernel's thread;
@@ -527,61 +520,41 @@ class FlowerMagics(Magics):
         self._seen[opts.run_dir] = notebook.seen
         return notebook
 
-    def _go(self, opts: GoOptions, view: Any, notebook: Any, proposals: Any) -> None:
-        """The run itself, in the cell, with this run's model in place (``model_session``)."""
-        from flower_magic.core.live import LiveRun, heard_line
-        from flower_magic.front.options import build, hold_run_dir, make_runtime, start_record
+    def _go(self, launch: Any, view: Any, proposals: Any) -> None:
+        """The run itself, in the cell: applied, run on a worker thread, its ending shown."""
+        from flower_magic.core.live import heard_line
 
-        lock = live = None
+        lang = launch.opts.lang
         try:
-            # Before build: it archives on --new and appends a phrase said at wake to 需求.md.
-            lock = hold_run_dir(opts, front_end="notebook")
-            # The event log, live state and inbox (core.live): a terminal's flower --attach or the
-            # panel follows this run and answers it as it would a background one.
-            live = LiveRun(
-                opts.rundir.path,
-                front_end="notebook",
-                start=start_record(opts, "notebook"),
-                view_sink=view.sink,
-                heard=lambda record: view.line(heard_line(record, opts.lang)),
-            )
-            starter = build(opts, on_event=live.sink, notebook=notebook)
-            rt = make_runtime(opts)
+            starter = launch.apply(view_sink=view.sink, heard=lambda record: view.line(heard_line(record, lang)))
         except BaseException as exc:
-            view.close()
-            if live is not None:
-                live.end({"_failed_at": "-", "_aborted": str(exc)}, 0.0, "")
-            if lock is not None:
-                lock.release()
-            told = exc if isinstance(exc, FlowerError) else disk_error(exc, opts.lang)
+            view.close(launch.outcome)
+            told = exc if isinstance(exc, FlowerError) else disk_error(exc, lang)
             if told is not None:
                 raise UsageError(str(told)) from None
             raise
-        if opts.demo:
-            view.say("dim", say("demo_on", opts.lang))
-            live.line([("dim", say("demo_on", opts.lang))])
+        if launch.found is not None:
+            view.say("dim", say("previous_found", lang, how=launch.found.headline(lang)))
+        if launch.opts.demo:
+            view.say("dim", say("demo_on", lang))
         view.attach(starter.channel.answer)
         view.show()
-        _LIVE_RUNTIMES.add(rt)
-        live.serve(starter.channel, rt)
-        runner = _Runner(starter, rt, view, lock, live)
+        _LIVE_LAUNCHES.add(launch)
+        runner = _Runner(launch, view)
         try:
             runner.start()
-            self._wait(runner, starter.channel, rt, proposals, ask=not view.answers_in_place, lang=opts.lang)
+            self._wait(runner, launch, proposals, ask=not view.answers_in_place)
         finally:
             proposals.finish()  # cells the agent proposed, shown (or the next input pre-filled)
-            if runner.ident is None:  # the thread never started, so it will not release the lock
-                live.end(None, 0.0, "")
-                lock.release()
-            # The runtime stays registered until its thread ends (see _Runner.run): a shutdown that
-            # cuts the cell short must still find the step in flight and record it.
-            view.close(runner.ctx, rt.total_cost(), str(rt.manifest_path))
+            if runner.ident is None:  # the thread never started: the launch never ran
+                launch.end_now(Ending.FAILED)
+            # A second Interrupt returns the cell while the run still winds down: its ending is known.
+            view.close(launch.outcome or launch.ending_so_far(), "%flower")
 
-    def _wait(
-        self, runner: _Runner, channel: Any, rt: Any, proposals: Any, *, ask: bool = True, lang: str = "zh"
-    ) -> None:
+    def _wait(self, runner: _Runner, launch: Any, proposals: Any, *, ask: bool = True) -> None:
         """Serve questions (``ask``: with input(); else the view's widget answers them) and show proposed
-        cells while the run goes; turn Interrupt into a clean stop."""
+        cells while the run goes; turn Interrupt into the run's ``interrupted`` ending."""
+        channel, lang = launch.starter.channel, launch.opts.lang
         asked: set[str] = set()
         try:
             while runner.is_alive():
@@ -590,16 +563,16 @@ class FlowerMagics(Magics):
                 proposals.deliver()
                 runner.join(JOIN_POLL_S)
         except KeyboardInterrupt:
-            rt.interrupt("", resume=False)
-            channel.cancel_all("人在笔记本里按了中断")
+            launch.interrupt(cause=Ending.INTERRUPTED)
             # A second Interrupt returns at once; the worker then finishes on its own.
             with contextlib.suppress(KeyboardInterrupt):
                 runner.join(WIND_DOWN_S)
-        if runner.error is not None:
-            disk = disk_error(runner.error, getattr(rt, "lang", ""))
-            if disk is not None:
-                raise UsageError(str(disk)) from None
-            raise runner.error
+        error = launch.error
+        if error is not None and not runner.is_alive():
+            told = error if isinstance(error, FlowerError) else disk_error(error, lang)
+            if told is not None:
+                raise UsageError(str(told)) from None
+            raise error
 
     @staticmethod
     def _answer_questions(channel: Any, asked: set[str], lang: str = "zh") -> None:
@@ -622,33 +595,20 @@ class FlowerMagics(Magics):
 
 
 class _Runner(threading.Thread):
-    """The workflow in its own thread and event loop, so the cell's thread stays free for input()
+    """The launch's run in its own thread and event loop, so the cell's thread stays free for input()
     and for the kernel's KeyboardInterrupt."""
 
-    def __init__(self, starter: Any, rt: Any, view: Any, lock: Any, live: Any) -> None:
+    def __init__(self, launch: Any, view: Any) -> None:
         super().__init__(name="flower-run", daemon=True)
-        self.starter, self.rt, self.view, self.lock, self.live = starter, rt, view, lock, live
-        self.ctx: dict[str, Any] | None = None
-        self.error: BaseException | None = None
+        self.launch, self.view = launch, view
 
     def run(self) -> None:
         try:
-            self.ctx = asyncio.run(self.starter.workflow.run(self.rt, on_event=self.live.sink, on_step=self._on_step))
-        except BaseException as exc:  # surfaced in the cell by _wait
-            self.error = exc
+            self.launch.run(on_step=self.view.on_step)
         finally:
-            self.starter.channel.cancel_all()
-            self.rt.close()
-            _LIVE_RUNTIMES.discard(self.rt)
-            # The end record before the lock goes: a follower sees the end, not a vanished process.
-            self.live.end(self.ctx, self.rt.total_cost(), str(self.rt.manifest_path))
-            # Held until the workflow ends, not until the cell returns: after a second Interrupt the
-            # cell is free while this thread still winds the step down.
-            self.lock.release()
-
-    def _on_step(self, step: Any, result: Any) -> None:
-        self.live.on_step(step, result)
-        self.view.on_step(step, result)
+            # Registered until the run has ended, not until the cell returns: a shutdown that cuts the
+            # cell short must still find the step in flight and record it.
+            _LIVE_LAUNCHES.discard(self.launch)
 
 
 # ``%flower?`` shows the flags after the docstring, as magic_arguments would.

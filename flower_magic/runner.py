@@ -16,7 +16,6 @@ restart or a closed terminal leaves it running. SIGTERM / SIGHUP record the step
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -148,62 +147,30 @@ def _options(spec: dict[str, Any]) -> GoOptions:
 
 
 def main() -> int:
-    from flower_magic.core.live import RUNNER_LOG_NAME, LiveRun
-    from flower_magic.front.options import build, hold_run_dir, model_session, start_record
+    from flower_magic.core.live import RUNNER_LOG_NAME
+    from flower_magic.front.launch import Launch, end_on_signals
 
     try:
         spec = json.loads(sys.stdin.read())
         opts = _options(spec)
-        opts.preflight(cmd="%flower" if spec.get("front_end") == "notebook" else "flower")
-        lock = hold_run_dir(opts, front_end="background")
+        launch = Launch(opts, front_end="background", by=str(spec.get("front_end") or ""))
+        launch.plan()
+        launch.apply()
     except FlowerError as exc:
         _tell(f"error {exc}")
         return 1
     except (ValueError, KeyError, TypeError) as exc:
         _tell(f"error {type(exc).__name__}: {exc}")
         return 2
-    rd = opts.rundir
-    start = dict(start_record(opts, "background"), by=spec.get("front_end", ""))
-    live = LiveRun(rd.path, front_end="background", start=start)
-    try:
-        with model_session(opts):
-            try:
-                starter = build(opts, on_event=live.sink)
-            except FlowerError as exc:
-                live.end({"_failed_at": "-", "_aborted": str(exc)}, 0.0, "")
-                _tell(f"error {exc}")
-                return 1
-            _tell(f"{READY} {os.getpid()}")
-            _to_log(rd.path / RUNNER_LOG_NAME)
-            if starter.archived is not None:
-                live.line([("dim", say("archived", opts.lang, path=starter.archived))])
-            if opts.demo:
-                live.line([("dim", say("demo_on", opts.lang))])
-            return _run(opts, starter, live)
-    finally:
-        lock.release()
-
-
-def _run(opts: GoOptions, starter: Any, live: Any) -> int:
-    from flower_magic.front.options import make_runtime, rescue_on_signals
-
-    rt = make_runtime(opts)
-    live.serve(starter.channel, rt)
-
-    rescue_on_signals(rt, then=live.close)  # until the process ends
-    ctx: dict[str, Any] | None = None
-    try:
-        ctx = asyncio.run(starter.workflow.run(rt, on_event=live.sink, on_step=live.on_step))
-    except Exception as exc:
-        ctx = {"_failed_at": "-", "_aborted": f"{type(exc).__name__}: {exc}"}
+    _tell(f"{READY} {os.getpid()}")
+    _to_log(launch.rundir.path / RUNNER_LOG_NAME)
+    end_on_signals(launch)  # until the process ends
+    outcome = launch.run()
+    if launch.error is not None and not isinstance(launch.error, FlowerError):
         import traceback
 
-        traceback.print_exc()  # into runner.log
-    finally:
-        starter.channel.cancel_all()
-        rt.close()
-        live.end(ctx, rt.total_cost(), str(rt.manifest_path))
-    return 1 if (ctx or {}).get("_failed_at") else 0
+        traceback.print_exception(launch.error)  # into runner.log
+    return outcome.exit_code
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from flower_magic.display.attach import follow
 from flower_magic.display.bundles import status_of
 from flower_magic.display.story import story
 from flower_magic.front.options import GoOptions
+from flower_magic.front.outcome import Ending, Outcome
 
 HOSTILE = "<script>alert(1)</script>"
 ANSWER = "Markdown & more"
@@ -35,7 +36,7 @@ def _record(run_dir: Path, *, ended: bool = True, texts: int = 1) -> LiveRun:
     live.sink(Event("ask", "Which format?", payload={"id": "q1", "state": "answered", "answer": ANSWER}))
     live.on_step(None, type("R", (), {"ok": True, "num_turns": 3, "cost_usd": 0.25, "duration_s": 4.0})())
     if ended:
-        live.end({}, 0.25, str(run_dir / "manifest.json"))
+        live.end(Outcome(Ending.DONE, cost_usd=0.25, manifest=str(run_dir / "manifest.json")).to_record())
     else:
         live.log.close()  # killed: no end record, and nobody holds the lock
     return live
@@ -61,7 +62,8 @@ def test_a_finished_run_replays_into_the_view_and_closes_with_its_total(tmp_path
     assert plain.index("LEAD") < plain.index("line 0")  # the lead first, then the replay
     assert say("live_heard_answer", "en", source=say("front_panel", "en"), text=ANSWER) in plain
     assert "$0.2500" in plain and "manifest.json" in plain  # closed from the end record
-    assert say("live_gone", "en") not in plain
+    assert Outcome(Ending.DONE).headline("en") in plain  # the ending, from the end record
+    assert Outcome(Ending.KILLED).headline("en").split(" during")[0] not in plain
     assert "clean.py exists" in plain
     assert HOSTILE not in page and "&lt;script&gt;" in page  # agent text is escaped
     assert say("live_answer_elsewhere", "en") in plain  # no widgets here: it says where to answer
@@ -73,7 +75,9 @@ def test_a_run_gone_without_an_end_record_says_so(tmp_path: Path) -> None:
     attached = _follow(run_dir)
     assert attached.watch.gone
     plain = attached.view.bundle()["text/plain"]
-    assert "line 0" in plain and say("live_gone", "en") in plain
+    # The ending a later start will record, found the same way: killed in the step the log last began.
+    assert "line 0" in plain and Outcome(Ending.KILLED, step="确认需求").headline("en") in plain
+    assert Outcome(Ending.KILLED).next_step("en", "%flower") in plain
 
 
 def test_status_tells_the_last_runs_story_capped_and_escaped(tmp_path: Path) -> None:
@@ -91,7 +95,9 @@ def test_status_tells_the_last_runs_story_capped_and_escaped(tmp_path: Path) -> 
     texts = ["".join(t for _, t in line) for line in lines]
     assert any(t.startswith("… ") and "earlier lines" in t for t in texts)
     assert len(lines) == 5 + 3  # the head (story, not live, how many left out) and the newest five
-    assert "line 0" not in "\n".join(texts) and "$0.2500" in texts[-1]  # the total line is the newest
+    # The newest: the total, then the ending and how to continue, as the run's own front end said them.
+    assert "line 0" not in "\n".join(texts) and "$0.2500" in texts[-3]
+    assert texts[-2:] == [Outcome(Ending.DONE).headline("en"), Outcome(Ending.DONE).next_step("en", "%flower")]
 
 
 def test_no_event_log_no_story(tmp_path: Path) -> None:

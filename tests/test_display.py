@@ -30,6 +30,7 @@ from flower_magic.display import RunView, banner_bundle, status_bundle
 from flower_magic.display.log import RunLog
 from flower_magic.display.run import WIDGET_MIME, pick_mode
 from flower_magic.display.state import RunState
+from flower_magic.front.outcome import Ending, Outcome
 from flower_magic.front.phrases import plain, result_line, step_header, wake_banner
 from flower_magic.terminal import TerminalView
 
@@ -266,7 +267,7 @@ def test_run_view_escapes_agent_text_everywhere() -> None:
     v._render()
     widget_html = "".join(html_values(v._widgets.root))
     assert_safe(widget_html)
-    v.close({"_failed_at": EVIL, "_aborted": EVIL}, 1.0, f"/tmp/{SCRIPT}/manifest.json")
+    v.close(Outcome(Ending.FAILED, step=EVIL, why=EVIL, cost_usd=1.0, manifest=f"/tmp/{SCRIPT}/manifest.json"))
     assert_safe(v.bundle()["text/html"])
     # every place the text went is in the final page, escaped (a dropped field would hide a hole)
     page = v.bundle()["text/html"]
@@ -461,7 +462,7 @@ def test_status_line_context_cost_elapsed_and_round() -> None:
         if n == 1:
             assert plain(s.footer_lines(s.started)[0]).endswith("第 2/3 轮")
     assert plain(s.footer_lines(s.started + 3725.5)[0]) == "- 上下文 80.2K · 累计 $0.35 · 1:02:05 · 第 3/3 轮"
-    v.close({}, 0.5, "/x/manifest.json")
+    v.close(Outcome(Ending.DONE, cost_usd=0.5, manifest="/x/manifest.json"))
     after = v.bundle()["text/plain"]
     assert "第 3/3 轮" in after  # after the run: the rounds judged, at most N
     assert "总花费 $0.5000 · 清单 /x/manifest.json" in after
@@ -472,10 +473,11 @@ def test_status_line_context_cost_elapsed_and_round() -> None:
 
 def test_close_stops_the_clock_says_where_it_stopped_and_ignores_later_events() -> None:
     v = view(lang="zh")
-    v.close({"_failed_at": "干活", "_aborted": "判定者说不行"}, 0.0, "/x/manifest.json")
+    ended = Outcome(Ending.NOT_REACHED, step="干活", why="判定者说不行", manifest="/x/manifest.json")
+    v.close(ended)
     text = v.bundle()["text/plain"]
     assert "总花费 $0.0000 · 清单 /x/manifest.json" in text
-    assert "! 判定者说不行\n在步骤 '干活' 中止" in text
+    assert f"! 判定者说不行\n{ended.headline('zh')}\n{ended.next_step('zh', '%flower')}" in text
     frozen = v.state.elapsed(time.monotonic() + 1000)
     assert frozen < 1000
     v.sink(Event("text", "too late"))
@@ -720,7 +722,7 @@ def test_outside_a_kernel_the_view_prints_like_the_terminal(capsys: pytest.Captu
     for ev in events:
         v.sink(ev)
     v.on_step(None, FakeResult())
-    v.close(None, 0.5, "/x/manifest.json")
+    v.close(Outcome(Ending.DONE, cost_usd=0.5, manifest="/x/manifest.json"))
     printed = capsys.readouterr().out
     expected = io.StringIO()
     terminal = TerminalView("zh", out=expected)
@@ -729,7 +731,9 @@ def test_outside_a_kernel_the_view_prints_like_the_terminal(capsys: pytest.Captu
         terminal(ev)
     terminal.on_step(None, FakeResult())
     assert printed.startswith(expected.getvalue())
-    assert printed.rstrip().endswith("总花费 $0.5000 · 清单 /x/manifest.json")
+    done = Outcome(Ending.DONE)
+    closing = f"总花费 $0.5000 · 清单 /x/manifest.json\n{done.headline('zh')}\n{done.next_step('zh', '%flower')}"
+    assert printed.rstrip().endswith(closing)
 
 
 @pytest.mark.slow
@@ -742,7 +746,7 @@ def test_nbconvert_export_shows_the_final_state_as_static_html() -> None:
     v = view(goal_checks=CHECKS)
     feed_everything(v)
     live = v._repr_mimebundle_()
-    v.close({}, 1.0, "/x/manifest.json")
+    v.close(Outcome(Ending.DONE, cost_usd=1.0, manifest="/x/manifest.json"))
     outputs = [
         nbformat.v4.new_output("display_data", data=v._repr_mimebundle_()),
         nbformat.v4.new_output("display_data", data=live),
@@ -793,7 +797,8 @@ def work():
 t = threading.Thread(target=work)
 t.start()
 t.join()
-v.close({{}}, 0.5, "/x/manifest.json")
+from flower_magic.front.outcome import Ending, Outcome
+v.close(Outcome(Ending.DONE, cost_usd=0.5, manifest="/x/manifest.json"))
 print("mode", v.mode, v.render_errors)
 """
 

@@ -21,6 +21,7 @@ from flower_magic.display import RunView
 from flower_magic.display.ask import AskWidget, tap
 from flower_magic.display.header import Header, header_html, human_window
 from flower_magic.display.state import RunState
+from flower_magic.front.outcome import Ending, Outcome
 from flower_magic.front.phrases import plain
 
 HOUR_S = 3600.0  # no render happens unless a test asks for one
@@ -99,7 +100,7 @@ def test_the_header_status_follows_questions_and_the_end() -> None:
     v.sink(Event("ask", "Q?", payload={"id": "q1", "options": [], "state": "answered", "answer": "a"}))
     assert v.state.header().status == "running"
     v.on_step(None, FakeResult(ok=False, error="boom"))
-    v.close({"_failed_at": "确认需求"}, 0.1, "/m.json")
+    v.close(Outcome(Ending.FAILED, step="确认需求", cost_usd=0.1, manifest="/m.json"))
     assert v.state.header().status == "failed"
     assert 'data-status="failed"' in v.bundle()["text/html"]
 
@@ -290,7 +291,7 @@ def test_the_static_html_collapses_finished_steps_and_keeps_the_last_open() -> N
     v.on_step(None, FakeResult(num_turns=1))
     v.sink(step("干活", 3))
     v.sink(Event("text", "工作中"))
-    v.close({}, 0.02, "/m.json")
+    v.close(Outcome(Ending.DONE, cost_usd=0.02, manifest="/m.json"))
     page = v.bundle()["text/html"]
     assert page.count('<details class="fm-sec">') == 1 and page.count('<details class="fm-sec" open>') == 1
     assert page.index('<details class="fm-sec">') < page.index("确认需求") < page.index("1 轮 · $0.0100")

@@ -31,6 +31,7 @@ from flower_magic.display import RunView
 from flower_magic.display.attach import follow
 from flower_magic.display.bundles import banner_bundle, status_of
 from flower_magic.front.options import GoOptions, snapshot
+from flower_magic.front.outcome import Ending, Outcome
 from flower_magic.front.phrases import problem_line, wake_banner
 from flower_magic.terminal import TerminalView
 from flower_magic.testing import FakeAnthropic, Reply, Request, text
@@ -132,7 +133,7 @@ RECORDS: list[dict[str, Any]] = [
     {"type": "goals", "checks": [HOSTILE]},
     {"type": "step", "ok": False, "error": HOSTILE, "num_turns": 1, "cost_usd": 0.1, "duration_s": 1.0},
 ]
-END_CTX = {"_failed_at": HOSTILE, "_aborted": HOSTILE}
+ENDED = Outcome(Ending.FAILED, step=HOSTILE, why=HOSTILE, cost_usd=0.5, manifest=HOSTILE)
 
 
 def hostile_workspace(tmp_path: Path) -> Path:
@@ -160,7 +161,7 @@ def record_log(run_dir: Path) -> None:
     live.log.record("heard", op="remark", text=HOSTILE, took=True, **{"from": "terminal"})
     live.line([("note", HOSTILE)])
     live.on_step(None, Result(ok=False, error=HOSTILE))
-    live.end(END_CTX, 0.5, HOSTILE)
+    live.end(ENDED.to_record())
 
 
 # -- the terminal ---------------------------------------------------------------------------------------
@@ -231,7 +232,7 @@ def _fed(mode: str, **kw: Any) -> RunView:
 def test_the_notebook_view_escapes_every_text_as_html_and_plain_text(tmp_path: Path) -> None:
     ws = hostile_workspace(tmp_path)
     view = _fed("html", banner_facts=snapshot(RunDir.at(ws)))
-    view.close(END_CTX, 0.5, HOSTILE)
+    view.close(ENDED)
     bundle = view.bundle()
     assert_page_safe(bundle["text/html"])
     assert_terminal_safe(bundle["text/plain"])  # jupyter console and nbconvert print text/plain

@@ -146,8 +146,9 @@ def _graph() -> dict[str, set[str]]:
 
 
 def test_layers_point_one_way() -> None:
-    """Issue 11 (d), issue 23: front ends -> front -> workflow -> core <- stores. core imports neither the workflow nor the
-    stores (it is handed its store), stores do not import the workflow, nothing below imports a front end."""
+    """Issue 11 (d), issue 23: front ends -> front -> workflow -> core <- stores. core imports neither the
+    workflow nor the stores (it is handed its store), stores do not import the workflow, nothing below
+    imports a front end or the front-end core."""
     below = {
         "flower_magic.core": ("flower_magic.workflow", "flower_magic.stores", "flower_magic.front"),
         "flower_magic.stores": ("flower_magic.workflow", "flower_magic.front"),

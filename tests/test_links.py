@@ -295,7 +295,7 @@ def test_the_event_log_and_live_json_replace_a_link_never_write_through_it(
     outside = fingerprint(out)
     run = live.LiveRun(tmp_path, front_end="api", start={"lang": "en"})
     run.log.record("line", line=[["dim", "hello"]])
-    run.end({}, 0.0, "")
+    run.end({"ending": "done"})
     assert fingerprint(out) == outside
     assert not (tmp_path / live.LOG_NAME).is_symlink() and not (tmp_path / live.LIVE_NAME).is_symlink()
     assert [r["type"] for r in live.read_log(tmp_path)] == ["start", "line", "end"]

@@ -163,7 +163,7 @@ def test_live_only_while_the_process_holds_the_run_lock(tmp_path: Path) -> None:
     try:
         state = live.live_state(tmp_path)
         assert state is not None and state.live and state.pid == os.getpid()
-        run.end({}, 0.0, "")
+        run.end({"ending": "done"})
         assert not live.live_state(tmp_path).live  # type: ignore[union-attr]
     finally:
         lock.release()
@@ -215,10 +215,10 @@ def test_the_state_follows_questions_steps_and_outages(tmp_path: Path) -> None:
     assert state().state == live.IDLE
     run.sink(Event("text", "back"))
     assert state().state == live.RUNNING
-    run.end({"_failed_at": "干活", "_aborted": "why"}, 0.5, "m.json")
+    run.end({"ending": "failed", "step": "干活", "why": "why"})
     assert state().state == live.ENDED
     end = live.read_log(tmp_path)[-1]
-    assert end["type"] == "end" and live.end_context(end) == {"_failed_at": "干活", "_aborted": "why"}
+    assert end["type"] == "end" and (end["ending"], end["step"], end["why"]) == ("failed", "干活", "why")
 
 
 # -- the inbox --------------------------------------------------------------------------------------
@@ -253,7 +253,7 @@ def test_a_refused_message_leaves_the_run_dir_as_it_was(tmp_path: Path, held: li
 
 
 def test_no_live_run_no_message(tmp_path: Path) -> None:
-    live.LiveRun(tmp_path, front_end="api", start={"lang": "en"}).end({}, 0.0, "")
+    live.LiveRun(tmp_path, front_end="api", start={"lang": "en"}).end({"ending": "done"})
     before = snapshot(tmp_path)
     with pytest.raises(live.NotLive, match="no flower is running"):
         live.post(tmp_path, "stop", lang="en")

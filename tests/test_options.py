@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 
 from flower_magic.core.handoff import WINDOW_1M_TOKENS, WINDOW_HAIKU_TOKENS
+from flower_magic.front.launch import Launch
 from flower_magic.front.options import (
     MAX_TASK_CHARS,
     GoError,
     GoOptions,
     TaskTooBig,
     cli_chars,
-    make_runtime,
     task_limit_chars,
 )
 from flower_magic.stores.trim import budget_for_line
@@ -92,10 +92,13 @@ def test_the_runs_store_trims_to_a_budget_sized_from_the_runs_own_window(
     """Issue 13: the budget scales with the window the run hands off in (--window), not a default."""
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
     opts = GoOptions(task="x", workspace=tmp_path / "ws", window=window, trim=trim).check()
-    rt = make_runtime(opts)
+    launch = Launch(opts, front_end="terminal")
+    launch.plan()
+    launch.apply()
+    rt = launch.rt
     try:
         assert rt.handoff.window == window
         assert rt.store.trims is trim
         assert rt.store.trim_policy.budget_tokens == budget_for_line(rt.handoff.at)
     finally:
-        rt.close()
+        launch.abandon()

@@ -1,7 +1,7 @@
 """One run of the default workflow, as ``flower`` runs it, for the continuity walk (tests/walk.py).
 
-It parses the ``flower`` command's own flags and runs what ``flower`` runs (``go.build`` and
-``go.make_runtime`` on the same files), with two differences a test needs: outage waits are short
+It parses the ``flower`` command's own flags and runs what ``flower`` runs (a ``front.launch.Launch``
+on the same files), with two differences a test needs: outage waits are short
 (probes every 0.2 s instead of 15 s) and an interrupt comes by ``SIGUSR1``, with the words in the file
 named by ``WALK_INTERRUPT_FILE`` (the terminal's Ctrl-C and typed line, without a terminal). Nobody
 answers a question (it settles at once), unless ``WALK_QUESTIONS_WAIT`` is set: then it waits.
@@ -22,7 +22,7 @@ from typing import Any
 
 from flower_magic.cli import build_parser, options_from
 from flower_magic.core.resilience import Resilience
-from flower_magic.front.options import build, hold_run_dir, make_runtime
+from flower_magic.front.launch import Launch, end_on_signals
 
 FAST = Resilience(base_delay=0.2, max_delay=1.0, probe_interval=0.2, probe_timeout=1.0, max_offline_wait=120.0)
 
@@ -38,40 +38,23 @@ def sink(event: Any) -> None:
 
 async def main(argv: list[str]) -> int:
     opts = options_from(build_parser().parse_args(argv))
-    lock = hold_run_dir(opts, front_end="terminal")  # as flower does: before anything is written
-    try:
-        return await _run(opts)
-    finally:
-        lock.release()
-
-
-async def _run(opts: Any) -> int:
-    starter = build(opts, on_event=sink)
-    rt = make_runtime(opts, resilience=FAST)
+    launch = Launch(opts, front_end="terminal", resilience=FAST)
+    launch.plan()
+    starter = launch.apply(view_sink=sink)  # as flower does: the lock before anything is written
     if not os.environ.get("WALK_QUESTIONS_WAIT"):  # else a question waits until the walk kills the run
         starter.channel.nobody_answers()
 
     def on_usr1(signum: int, frame: Any) -> None:
         words = Path(os.environ["WALK_INTERRUPT_FILE"]).read_text(encoding="utf-8").strip()
         starter.channel.amend(words)  # as the terminal does with the words after a Ctrl-C
-        rt.interrupt(words)
-
-    def on_term(signum: int, frame: Any) -> None:
-        rt.rescue()
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
+        launch.interrupt(words)
 
     signal.signal(signal.SIGUSR1, on_usr1)
-    signal.signal(signal.SIGTERM, on_term)
+    end_on_signals(launch)
     emit("started", pid=os.getpid())
-    try:
-        ctx = await starter.workflow.run(rt, on_event=sink)
-    finally:
-        starter.channel.cancel_all()
-        rt.close()
-    failed = ctx.get("_failed_at")
-    emit("done", failed=failed, error=getattr(ctx["_results"].get(failed), "error", None) if failed else None)
-    return 1 if failed else 0
+    outcome = await launch.drive()
+    emit("done", failed=outcome.step if not outcome.ok else None, error=outcome.why or outcome.ending.value)
+    return outcome.exit_code
 
 
 if __name__ == "__main__":

@@ -206,6 +206,21 @@ class EventLog:
         os.write(self._fd, line)  # type: ignore[arg-type]  # _open set it
         self._size += len(line)
 
+    @staticmethod
+    def append_end(run_dir: Path, fields: dict[str, Any]) -> None:
+        """Add an ``end`` record to the log a run left without one (it was killed): what a later start
+        found (``front.launch.record_found``). Raises OSError."""
+        records = read_log(run_dir)
+        n = max((int(r.get("n") or 0) for r in records), default=0) + 1
+        line = json.dumps({"n": n, "t": round(time.time(), 4), "type": "end", **fields}, ensure_ascii=False)
+        flags = os.O_WRONLY | os.O_APPEND | BINARY | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(log_paths(run_dir)[1], flags)
+        try:
+            os.write(fd, line.encode("utf-8", "replace") + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
     def close(self) -> None:
         with self._lock:
             if self._fd is not None:
@@ -644,19 +659,10 @@ class LiveRun:
     def goals(self, checks: list[str]) -> None:
         self.log.record("goals", checks=list(checks))
 
-    def end(self, ctx: dict[str, Any] | None, total_cost: float, manifest: str) -> None:
-        """The run is over: the ``end`` record, the state ``ended``, the inbox closed."""
-        ctx = ctx or {}
-        failed = ctx.get("_failed_at")
-        why = ctx.get("_aborted") or (getattr(ctx.get("_results", {}).get(failed), "error", None) if failed else None)
-        self.log.record(
-            "end",
-            failed_at=str(failed or ""),
-            aborted=str(why or ""),
-            total_cost=float(total_cost or 0.0),
-            manifest=str(manifest),
-            stopped=self.stopped,
-        )
+    def end(self, fields: dict[str, Any]) -> None:
+        """The run is over: the ``end`` record (``fields``: how it ended, ``front.outcome.Outcome``'s
+        record), the state ``ended``, the inbox closed."""
+        self.log.record("end", **fields, stopped=self.stopped)
         self.close(ended=True)
 
     def close(self, *, ended: bool = False) -> None:
@@ -810,16 +816,6 @@ def show(view: Any, record: dict[str, Any], lang: str) -> None:
             view.set_goal_checks([str(c) for c in record.get("checks") or []])
         elif kind == "heard":
             view.line(heard_line(record, lang))
-
-
-def end_context(record: dict[str, Any]) -> dict[str, Any]:
-    """The ``ctx`` a view's ``close`` reads, from an ``end`` record."""
-    ctx: dict[str, Any] = {}
-    if record.get("failed_at"):
-        ctx["_failed_at"] = record["failed_at"]
-        if record.get("aborted"):
-            ctx["_aborted"] = record["aborted"]
-    return ctx
 
 
 class Watch:

@@ -68,14 +68,14 @@ def _answer_to(run_dir: Path, lang: str) -> Any:
     return answer
 
 
-def _close(view: RunView, end: dict[str, Any] | None, lang: str) -> None:
-    from flower_magic.core.live import end_context
+def _close(view: RunView, run_dir: Path, end: dict[str, Any] | None, lang: str) -> None:
+    from flower_magic.front.launch import found_outcome
+    from flower_magic.front.outcome import Ending, Outcome
 
-    if end is None:
-        view.say("warn", say("live_gone", lang))
-        view.close()
+    if end is None:  # its process is gone without a word: what the next start will record (kill -9)
+        view.close(found_outcome(run_dir) or Outcome(Ending.KILLED), "%flower")
         return
-    view.close(end_context(end), float(end.get("total_cost") or 0.0), str(end.get("manifest") or ""))
+    view.close(Outcome.from_record(end), "%flower")
 
 
 def follow(
@@ -124,7 +124,7 @@ def follow(
     view.attach(_answer_to(run_dir, lang), in_place=True)  # the cell is over: clicks arrive as usual
     if view.mode != "widget":
         view.say("dim", say("live_answer_elsewhere", lang))
-    watch = Watch(run_dir, view, lang, on_end=lambda end: _close(view, end, lang), poll_s=poll_s or POLL_S)
+    watch = Watch(run_dir, view, lang, on_end=lambda end: _close(view, run_dir, end, lang), poll_s=poll_s or POLL_S)
     watch.step()  # what it said so far is in the cell's first display, not only in later updates
     view.show()
     watch.follow()

@@ -16,7 +16,13 @@ from flower_magic.display import html
 from flower_magic.display.goals import FAIL, PASS, PENDING, UNVERIFIABLE
 from flower_magic.front.phrases import Line
 
-STATUS_KEYS = {"running": "run_running", "asking": "run_asking", "done": "run_done", "failed": "run_failed"}
+STATUS_KEYS = {
+    "running": "run_running",
+    "asking": "run_asking",
+    "done": "run_done",
+    "stopped": "run_failed",
+    "failed": "run_failed",
+}
 BADGE_KEYS = {PASS: "badge_pass", FAIL: "badge_fail", PENDING: "badge_pending", UNVERIFIABLE: "badge_unverifiable"}
 BADGE_MARKS = {PASS: "✓", FAIL: "✗", PENDING: "·", UNVERIFIABLE: "!"}
 # Past this share of the window the bar turns to the warning colour: the hand-off line is near.
@@ -28,7 +34,9 @@ class Header:
     """What the header shows (``RunState.header``).
 
     Attributes:
-        status: ``running``, ``asking`` (a question waits), ``done`` or ``failed``.
+        status: ``running``, ``asking`` (a question waits), ``done``, ``stopped`` (an ending a person
+            chose or can act on: interrupted, stopped, goals not reached) or ``failed``.
+        ending: once ended, how (``front.outcome.Ending``'s value): the pill says it (``pill_<ending>``).
         step, index, total: the newest step's name and its n/N (0/0 before any step).
         steps_done: steps that ended.
         round_n, rounds: the judge's round n/N (rounds 0: no round counter).
@@ -38,6 +46,7 @@ class Header:
     """
 
     status: str
+    ending: str = ""
     step: str = ""
     index: int = 0
     total: int = 0
@@ -72,7 +81,7 @@ def _steps_bar(h: Header) -> str:
         if i < h.index:
             state = "done"
         elif i == h.index:
-            state = "done" if h.status in ("done", "failed") else "run"
+            state = "done" if h.status in ("done", "stopped", "failed") else "run"
         else:
             state = "todo"
         segments.append(f'<span class="fm-seg fm-seg-{state}"></span>')
@@ -106,7 +115,8 @@ def _context(h: Header, lang: str) -> str:
 def header_html(h: Header, lang: str) -> str:
     """The header as one escaped ``<div class="fm-header">``."""
     status = h.status if h.status in STATUS_KEYS else "running"
-    items = [f'<span class="fm-chip fm-st-{status}">{html.esc(say(STATUS_KEYS[status], lang))}</span>']
+    pill = say(f"pill_{h.ending}", lang) if h.ending else say(STATUS_KEYS[status], lang)
+    items = [f'<span class="fm-chip fm-st-{status}">{html.esc(pill)}</span>']
     if h.step:
         step = say("hdr_step", lang, n=h.index, total=h.total, name=h.step) if h.total else h.step
         items.append(f'<span class="fm-hitem fm-hstep">{_steps_bar(h)}<span>{html.esc(step)}</span></span>')

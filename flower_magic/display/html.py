@@ -82,6 +82,7 @@ STYLE = (
     ".flower-magic .fm-st-asking{border-color:var(--fm-warn)}"
     ".flower-magic .fm-st-done{border-color:var(--fm-ok)}"
     ".flower-magic .fm-st-failed{border-color:var(--fm-bad)}"
+    ".flower-magic .fm-st-stopped{border-color:var(--fm-warn)}"
     ".flower-magic .fm-steps{display:inline-flex;gap:3px}"
     ".flower-magic .fm-seg{display:inline-block;width:1.6em;height:.5em;border-radius:2px;background:var(--fm-track)}"
     ".flower-magic .fm-seg-done{background:var(--fm-ok)}"

@@ -28,13 +28,14 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from flower_magic.core.errors import logged
 from flower_magic.core.events import Event
 from flower_magic.core.rundir import Snapshot
 from flower_magic.display.state import RunState
+from flower_magic.front.outcome import Outcome
 from flower_magic.front.phrases import Line
 
 if TYPE_CHECKING:
@@ -216,13 +217,13 @@ class RunView:
         with logged(log, "set goal checks"):
             self.state.set_goals(checks)
 
-    def close(self, ctx: Mapping[str, Any] | None = None, total_cost: float = 0.0, manifest: str = "") -> None:
-        """Final render: the total line (and where the run stopped, if it did); stops the render thread.
+    def close(self, outcome: Outcome | None = None, cmd: str = "%flower") -> None:
+        """Final render: the total line and how the run ended (``front.outcome``); stops the render thread.
 
         Args:
-            ctx: what ``Workflow.run`` returned (``_failed_at``, ``_aborted``), or None.
-            total_cost: the runtime's total cost (``Runtime.total_cost()``); 0 uses the events' sum.
-            manifest: the manifest's path, shown in the total line.
+            outcome: how the run ended (None: the view closes without an ending, e.g. a refused start).
+            cmd: how the person continues here (``%flower``; ``flower`` in a terminal IPython's view of
+                a terminal run is still said as the run's front end says it).
         """
         if self._closed:
             return
@@ -230,7 +231,7 @@ class RunView:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
-        self.state.finish(ctx, total_cost, manifest)
+        self.state.finish(outcome, cmd)
         if self._terminal is not None:
             self._terminal.say("", "")
             for line in self.state.closing:

@@ -34,8 +34,10 @@ from flower_magic.display import html
 from flower_magic.display.goals import check_states, goal_lines, marks_of, verdict_line
 from flower_magic.display.header import Header, checklist_html, header_html
 from flower_magic.display.log import Entry, RunLog
+from flower_magic.front.outcome import Outcome
 from flower_magic.front.phrases import (
     Line,
+    ending_lines,
     explain_error,
     problem_line,
     result_line,
@@ -198,6 +200,7 @@ class RunState:
         self.started = time.monotonic()
         self.ended: float | None = None
         self.failed = False
+        self.outcome: Outcome | None = None
         self.closing: list[Line] = []
         self.events = 0
         self.answers_in_place = False
@@ -260,25 +263,21 @@ class RunState:
             self.goals = [printable(str(c)) for c in checks]
             self.changed = True
 
-    def finish(self, ctx: Mapping[str, Any] | None, total_cost: float, manifest: str) -> None:
-        """Stop the clock; add the total line and, if a step stopped the run, why. Input after this
-        is ignored, so the final render is final."""
+    def finish(self, outcome: Outcome | None, cmd: str = "%flower") -> None:
+        """Stop the clock; add the total line and how the run ended (``front.outcome``), with how to
+        continue as ``cmd``. Input after this is ignored, so the final render is final."""
         with self.lock:
             if self.ended is not None:
                 return
             self.ended = time.monotonic()
             self.open_asks.clear()
-            if manifest or total_cost:
-                self.closing.append(total_line(total_cost or self.cost, printable(manifest) or "-", self.lang))
-            failed = (ctx or {}).get("_failed_at")
-            if failed:
-                self.failed = True
-                why = (ctx or {}).get("_aborted")
-                if why:
-                    self.closing.append([("bad", "! " + clip(str(why), 600))])
-                self.closing.append([("bad", say("aborted", self.lang, step=printable(str(failed))))])
-            if any(s.ok is False for s in self.sections):
-                self.failed = True
+            self.outcome = outcome
+            if outcome is not None:
+                if outcome.manifest or outcome.cost_usd:
+                    cost = outcome.cost_usd or self.cost
+                    self.closing.append(total_line(cost, printable(outcome.manifest) or "-", self.lang))
+                self.closing.extend(ending_lines(outcome, self.lang, cmd))
+            self.failed = outcome is not None and not outcome.ok
             self.changed = True
 
     # -- events -----------------------------------------------------------------------------------------
@@ -396,13 +395,17 @@ class RunState:
     def header(self, now: float | None = None) -> Header:
         """What the header shows now."""
         step = next((s for s in reversed(self.sections) if s.header is not None), None)
+        outcome = self.outcome if self.ended is not None else None
+        ending = outcome.ending.value if outcome is not None else ""
         if self.ended is not None:
-            status = "failed" if self.failed else "done"
+            warn = outcome is not None and outcome.style == "warn"
+            status = "done" if not self.failed else ("stopped" if warn else "failed")
         else:
             status = "asking" if self.open_asks else "running"
         round_n, rounds = self._round()
         return Header(
             status=status,
+            ending=ending,
             step=step.name if step is not None else "",
             index=step.index if step is not None else 0,
             total=step.total if step is not None else 0,

@@ -13,7 +13,7 @@ from typing import Any
 from flower_magic.core.events import Event
 from flower_magic.core.words import say
 from flower_magic.display.state import clip
-from flower_magic.front.phrases import Line, explain_error, result_line, total_line
+from flower_magic.front.phrases import Line, ending_lines, explain_error, result_line, total_line
 from flower_magic.front.view import shown
 
 MAX_LINES = 200  # the newest lines of a long run; --status is a look, the panel has the whole transcript
@@ -53,23 +53,30 @@ class _Story:
 def story(run_dir: Path, lang: str, *, cmd: str = "%flower", max_lines: int = MAX_LINES) -> list[Line]:
     """The last run's story, newest ``max_lines`` lines (a line says how many were left out), headed
     by how many records the log holds and whether the run is live now; [] when there is no log."""
-    from flower_magic.core.live import end_context, live_state, read_log, show
+    from flower_magic.core.live import live_state, read_log, show
+    from flower_magic.front.launch import found_outcome
+    from flower_magic.front.outcome import Outcome
 
     records = read_log(run_dir)
     if not records:
         return []
     start = next((r for r in records if r["type"] == "start"), {})
     told = _Story(lang, verbose=bool(start.get("verbose")))
+    if isinstance(start.get("previous"), dict):  # the run before this one left no word: found at this start
+        told.line([("dim", say("previous_found", lang, how=Outcome.from_record(start["previous"]).headline(lang)))])
+    ended = False
     for record in records:
-        if record["type"] == "end":
-            told.line(total_line(float(record.get("total_cost") or 0.0), str(record.get("manifest") or "-"), lang))
-            ctx = end_context(record)
-            if ctx.get("_aborted"):
-                told.line([("bad", "! " + clip(str(ctx["_aborted"]), 600))])
-            if ctx.get("_failed_at"):
-                told.line([("bad", say("aborted", lang, step=clip(str(ctx["_failed_at"]), 200)))])
-        elif record["type"] != "start":
+        if record["type"] == "end" and not ended:
+            ended = True
+            outcome = Outcome.from_record(record)
+            told.line(total_line(outcome.cost_usd, outcome.manifest or "-", lang))
+            told.lines.extend(ending_lines(outcome, lang, cmd))
+        elif record["type"] not in ("start", "end"):
             show(told, record, lang)
+    if not ended:
+        found = found_outcome(run_dir)
+        if found is not None:
+            told.lines.extend(ending_lines(found, lang, cmd))
     head: list[Line] = [[("bold", say("live_status_story", lang, n=len(records)))]]
     state = live_state(run_dir)
     if state is not None and state.live:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,8 +24,6 @@ from flower_magic.core.words import LANGS, pick_lang, pick_lang_or_default, say
 
 if TYPE_CHECKING:
     from flower_magic.core.rundir import Snapshot
-    from flower_magic.core.runlock import RunLock
-    from flower_magic.workflow.starter import Starter
 
 # Imported by %load_ext: keep this module light (the workflow and the SDK load when a run starts).
 DEFAULT_ROUNDS = 3
@@ -269,118 +266,9 @@ def model_session(opts: GoOptions) -> contextlib.AbstractContextManager[Any]:
     return contextlib.nullcontext()
 
 
-def hold_run_dir(opts: GoOptions, *, front_end: str) -> RunLock:
-    """Take the run dir's lock for this run: the first thing a front end does that may touch the disk.
-
-    Call it after ``check()`` and before ``build`` (which archives on ``--new`` and appends a phrase
-    said at wake to 需求.md); release it when the workflow has ended. The workflow joins this hold.
-
-    Args:
-        front_end: ``notebook`` or ``terminal`` (said in the refusal another front end prints).
-
-    Raises:
-        RunLocked: another run holds the run dir (or one in this process that is still winding down);
-            nothing was written.
-        PathError: the run dir cannot be created.
-    """
-    from flower_magic.core.runlock import acquire
-
-    return acquire(opts.rundir.path, front_end=front_end, lang=opts.lang)
-
-
-def start_record(opts: GoOptions, front_end: str) -> dict[str, Any]:
-    """The settings a run's event log starts with (``core.live``): what a view that attaches later
-    needs to show the run as its own front end does."""
-    return {
-        "lang": opts.lang,
-        "verbose": opts.verbose,
-        "rounds": max(1, opts.rounds) if opts.goal else 0,
-        "window": opts.window or 0,
-        "task": opts.task[:2000],
-        "new": opts.new,
-        "demo": opts.demo,
-        "front_end": front_end,
-    }
-
-
-def rescue_on_signals(rt: Any, *, then: Callable[[], None] | None = None) -> Callable[[], None]:
-    """Until the returned function is called: SIGHUP / SIGTERM (a closed terminal, ``kill``; on Windows
-    the console's Ctrl-Break or close) record the step in flight (``rt.rescue()``), call ``then``, and
-    end the process by the same signal. Main thread only (where Python runs signal handlers)."""
-    import signal
-    import sys
-
-    def on_end(signum: int, frame: Any) -> None:
-        rt.rescue()
-        if then is not None:
-            then()
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-
-    if sys.platform == "win32":
-        ends = (signal.SIGBREAK, signal.SIGTERM)
-    else:
-        ends = (signal.SIGHUP, signal.SIGTERM)
-    before = {s: signal.signal(s, on_end) for s in ends}
-
-    def restore() -> None:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
-
-    return restore
-
-
 def snapshot(rundir: RunDir, sessions: str = "") -> Snapshot:
     """What ``rundir`` holds, with the work session's context read from its store (``sessions``: the
     run's ``--sessions``, whose password a PostgreSQL store is read with)."""
     from flower_magic.stores.backend import last_context_of
 
     return rundir.snapshot(context_of=lambda rd, sid: last_context_of(rd, sid, sessions=sessions))
-
-
-def make_runtime(opts: GoOptions, **kw: Any) -> Any:
-    """The runtime for the ``go`` path: trimming on unless ``--no-trim``, hand-off unless ``--no-handoff``."""
-    from flower_magic.core.foreign_writer import OtherWriters
-    from flower_magic.core.handoff import HandoffPolicy
-    from flower_magic.core.runtime import Runtime
-
-    handoff = HandoffPolicy(enabled=opts.handoff, **({"window": opts.window} if opts.window else {}))
-    from flower_magic.stores.backend import open_store
-
-    rd = opts.rundir
-    location = choose_store(rd.path, opts.sessions, opts.lang)
-    try:
-        store = open_store(rd.sessions_db, location=location, workspace=rd.workspace, trim=opts.trim, line=handoff.at)
-    except (ImportError, ConnectionError) as exc:  # no driver, or PostgreSQL unreachable / refusing us
-        why = getattr(exc, "why", None) or str(exc)
-        raise GoError(say("sessions_unreachable", opts.lang, where=location.redacted, why=why)) from None
-    rt = Runtime(workspace=rd.workspace, run_dir=rd.path, handoff=handoff, store=store, lang=opts.lang, **kw)
-    rt.other_writers = OtherWriters(lang=opts.lang)
-    return rt
-
-
-def build(opts: GoOptions, *, on_event: Any = None, notebook: Any = None) -> Starter:
-    """The default workflow for these options (archives first with ``new``).
-
-    Args:
-        notebook: the notebook's context for this wake (``core.notebook.NotebookContext``, taken by a
-            front end with a kernel); ignored with ``context=False``.
-    """
-    from flower_magic.workflow.starter import starter_flow
-
-    return starter_flow(
-        opts.task,
-        workspace=opts.workspace,
-        run_dir=opts.run_dir,
-        new=opts.new,
-        clarify_only=opts.clarify_only,
-        goal=opts.goal,
-        rounds=max(1, opts.rounds),
-        judge_can_run=opts.judge_can_run,
-        max_asks=opts.max_asks,
-        timeout_s=opts.timeout_s,
-        on_event=on_event,
-        lang=opts.lang,
-        notebook=notebook if opts.context else None,
-        sessions=opts.sessions,
-    )

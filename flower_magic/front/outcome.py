@@ -85,7 +85,7 @@ class Outcome:
 
     def headline(self, lang: str) -> str:
         """One line: how it ended, and where."""
-        return say(f"end_{self.ending.value}", lang, step=self.step or "-")
+        return say(f"end_{self.ending.value}", lang, step=self.step or say("step_none", lang))
 
     def next_step(self, lang: str, cmd: str) -> str:
         """How to continue, as ``cmd`` (``%flower``, ``flower``) is typed in the front end that says it."""

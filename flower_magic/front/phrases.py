@@ -15,6 +15,7 @@ from typing import Any
 
 from flower_magic.core.rundir import Snapshot
 from flower_magic.core.words import cols, human_elapsed, human_tokens, say, short_path
+from flower_magic.front.outcome import Outcome
 
 Segment = tuple[str, str]
 Line = list[Segment]
@@ -117,6 +118,19 @@ def status_line(
 
 def total_line(cost: float, manifest: str, lang: str = "zh") -> Line:
     return [("bold", say("total", lang, cost=cost, manifest=manifest))]
+
+
+def ending_lines(outcome: Outcome, lang: str, cmd: str) -> list[Line]:
+    """How a run ended, the same in every view: why (when the ending does not say it), the headline,
+    and how to continue as ``cmd`` is typed in that view (``%flower``, ``flower``)."""
+    from flower_magic.core.printable import printable
+
+    lines: list[Line] = []
+    if outcome.why:
+        lines.append([("bad", "! " + printable(outcome.why)[:600])])
+    lines.append([(outcome.style, printable(outcome.headline(lang)))])
+    lines.append([("dim", outcome.next_step(lang, cmd))])
+    return lines
 
 
 def handoff_block(payload: Mapping[str, Any], lang: str = "zh") -> list[Line]:

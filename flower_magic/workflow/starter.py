@@ -209,12 +209,74 @@ def unfinished_clarification(workspace: str | Path, run_dir: str | Path | None =
     return has_session(rd, sid, sessions=sessions)
 
 
-def starter_flow(
-    ask: str,
+@dataclass(frozen=True)
+class StartPlan:
+    """What a start will do, decided before a byte is written (``plan_start``); ``apply_start`` does it.
+
+    Attributes:
+        rundir: the run.
+        ask: the request the clarifier is given (with what was said at earlier starts cut short).
+        waking: a confirmed brief exists: words are a remark to the resumed work, not a new task.
+        said: the words said at this wake ("" = just continue, or a start).
+        amend: ``said`` is appended to 需求.md (it is not there yet).
+        new: archive lineage.json, 需求.md, 目标.md and 诉求.md first.
+        save_task: write ``ask`` to 诉求.md (a start, or a clarification cut short that grows).
+    """
+
+    rundir: RunDir
+    ask: str
+    waking: bool
+    said: str
+    amend: bool
+    new: bool
+    save_task: bool
+
+
+def plan_start(
+    ask: str, rundir: RunDir, *, new: bool = False, lang: str = "zh", sessions: str = "", cut_short: bool | None = None
+) -> StartPlan:
+    """Decide what a start with ``ask`` does in ``rundir``. Reads only.
+
+    Args:
+        ask: the request (fresh directory) or a phrase said at wake (``""`` = just continue).
+        new: archive the previous brief, goals and lineage first, then start fresh.
+        sessions: the run's ``--sessions`` (where a cut-short clarifier's session is looked for).
+        cut_short: whether a clarification was cut short here, when the caller already knows
+            (``unfinished_clarification``); None = find out.
+
+    Raises:
+        NoTaskError: ``ask`` is empty and there is nothing to continue (no confirmed brief, no
+            clarification cut short).
+    """
+    ask = (ask or "").strip()
+    brief = None if new else Brief.load(rundir.brief)
+    waking = brief is not None and brief.complete()
+    if not waking:
+        # A request cut short before its brief: what is said now adds to it, it does not replace it.
+        earlier = "" if new else rundir.saved_task()
+        ask = f"{earlier}\n\n{ask}" if ask and earlier and ask not in earlier else ask or earlier
+    if not waking and not ask:
+        resumable = not new and (
+            cut_short if cut_short is not None else unfinished_clarification(rundir.workspace, rundir.path, sessions)
+        )
+        if not resumable:
+            raise NoTaskError(say("need_ask", lang))
+    said = ask if waking else ""
+    brief_text = (read_note(rundir.brief) or "") if waking else ""
+    return StartPlan(
+        rundir=rundir,
+        ask=ask,
+        waking=waking,
+        said=said,
+        amend=bool(said) and said not in brief_text,
+        new=new,
+        save_task=not waking and bool(ask),
+    )
+
+
+def apply_start(
+    plan: StartPlan,
     *,
-    workspace: str | Path = ".",
-    run_dir: str | Path | None = None,
-    new: bool = False,
     clarify_only: bool = False,
     goal: bool = True,
     rounds: int = 3,
@@ -225,13 +287,10 @@ def starter_flow(
     on_event: Any = None,
     lang: str = "zh",
     notebook: Any = None,
-    sessions: str = "",
 ) -> Starter:
-    """Assemble the default workflow for ``ask`` in ``workspace``.
+    """Make the writes ``plan`` names (archive, 诉求.md, the wake phrase in 需求.md) and build the workflow.
 
     Args:
-        ask: the request (fresh directory) or a phrase said at wake (``""`` = just continue).
-        new: archive the previous brief, goals and lineage first, then start fresh.
         clarify_only: only the clarify step.
         goal: derive goals and judge every round (``--no-goal`` turns it off).
         rounds: total work rounds in this wake (each judged).
@@ -240,40 +299,21 @@ def starter_flow(
         notebook: the notebook's context of this wake (``core.notebook.NotebookContext``), from a front
             end with a kernel: its block ends the clarifier's and the worker's prompts (at start and at
             wake; not the goal setter's or the judge's, who rule on files), its tools are theirs.
-
-    Raises:
-        NoTaskError: ``ask`` is empty and there is nothing to continue (no confirmed brief, no
-            clarification cut short). Raised before anything is written.
     """
-    # Plan: read and decide everything first; a mistake leaves the directory byte-identical.
-    ask = (ask or "").strip()
-    rd = RunDir.at(workspace, run_dir)
+    rd, ask, said = plan.rundir, plan.ask, plan.said
     notes, brief_path, goal_path, task_path = rd.notes, rd.brief, rd.goal, rd.task
-    brief = None if new else Brief.load(brief_path)
-    waking = brief is not None and brief.complete()
-    if not waking:
-        # A request cut short before its brief: what is said now adds to it, it does not replace it.
-        earlier = "" if new else rd.saved_task()
-        ask = f"{earlier}\n\n{ask}" if ask and earlier and ask not in earlier else ask or earlier
-    if not waking and not ask and (new or not unfinished_clarification(rd.workspace, rd.path, sessions)):
-        raise NoTaskError(say("need_ask", lang))
-    said = ask if waking else ""
-    brief_text = (read_note(brief_path) or "") if waking else ""
-    amend = bool(said) and said not in brief_text
-
-    # Apply.
     archived: Path | None = None
-    if new:
+    if plan.new:
         lineage = Lineage.open(rd.path, rd.workspace)
         archived = lineage.archive(rd.archive, extra=[brief_path, goal_path, task_path])
     notes.mkdir(parents=True, exist_ok=True)
-    if not waking and ask:
+    if plan.save_task:
         # On disk before any session exists: a kill in the first seconds keeps what was asked.
         write_atomic(task_path, (ask + "\n").encode("utf-8"))
     channel = HumanChannel(
         on_event=on_event, max_asks=max_asks, timeout_s=timeout_s, log_path=notes / LOG_NAME, amend_path=brief_path
     )
-    amended = amend and channel.amend(said, label=WAKE_LABEL)
+    amended = plan.amend and channel.amend(said, label=WAKE_LABEL)
 
     steps: list[Step] = [
         clarify_step(
@@ -309,10 +349,26 @@ def starter_flow(
     return Starter(
         workflow=wf,
         channel=channel,
-        waking=waking,
+        waking=plan.waking,
         said=said,
         amended=bool(amended),
         archived=archived,
         brief_path=brief_path,
         goal_path=goal_path,
     )
+
+
+def starter_flow(
+    ask: str,
+    *,
+    workspace: str | Path = ".",
+    run_dir: str | Path | None = None,
+    new: bool = False,
+    sessions: str = "",
+    **settings: Any,
+) -> Starter:
+    """Assemble the default workflow for ``ask`` in ``workspace``: ``plan_start`` then ``apply_start``
+    (``settings`` are the latter's). A mistake (``NoTaskError``) is raised before anything is written."""
+    lang = str(settings.get("lang", "zh"))
+    plan = plan_start(ask, RunDir.at(workspace, run_dir), new=new, lang=lang, sessions=sessions)
+    return apply_start(plan, **settings)
