@@ -299,3 +299,57 @@ def stored_session(run_dir: Path, session_id: str, workspace: Path | None = None
         return list(store.load_sync(key) or []) or None
     finally:
         store.close()
+
+
+# -- a run's files naming a process that does not run it (issue 23, build 5) ---------------------------
+
+
+class Stranger:
+    """A live process that has nothing to do with flower (``sleep``): what a reused pid names."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(["sleep", "600"], stdin=subprocess.DEVNULL)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def __enter__(self) -> Stranger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def plant_holder(run_dir: Path, pid: int) -> None:
+    """``run.lock``'s record and ``live.json`` naming ``pid`` as the run's process, live.json saying the
+    run goes on (what was there is kept, only the pid and, for an ended run, the state change).
+
+    After ``kill -9`` of a run's process this is exactly what its pid being reused leaves (the record and
+    live.json stay as the dead process wrote them, and their pid now names ``pid``); in a directory
+    whose run ended it is a forgery. Each file is written as its own writer writes it: the record in
+    place (the lock file is never replaced), live.json whole. Holds no lock.
+    """
+    import socket
+    from dataclasses import replace
+
+    from flower_magic.core import live, runlock
+
+    lock = run_dir / runlock.LOCK_NAME
+    found = runlock._decode(lock.read_bytes()) if lock.exists() else None
+    since = "2026-01-01T10:00:00+08:00"
+    record = (
+        replace(found, pid=pid) if found else runlock.Holder(pid, socket.gethostname(), since, "干活", "background")
+    )
+    with open(lock, "r+b" if lock.exists() else "wb") as f:
+        f.write(runlock._encode(record))
+        f.truncate()
+    path = run_dir / live.LIVE_NAME
+    state = (
+        json.loads(path.read_text(encoding="utf-8")) if path.exists() else {"front_end": "background", "step": "干活"}
+    )
+    state.update(pid=pid, boot=live.boot_id())
+    if state.get("state") in (None, live.ENDED):
+        state["state"] = live.RUNNING
+    path.write_text(json.dumps(state, ensure_ascii=False), encoding="utf-8")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import threading
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from flower_magic.core import live, runlock
 from flower_magic.core.errors import UserError
 from flower_magic.core.events import Event
 from flower_magic.core.human import HumanChannel
-from tests.helpers import snapshot
+from tests.helpers import LockHolder, Stranger, other_process_tries, plant_holder, snapshot
 
 pytestmark = pytest.mark.anyio
 
@@ -167,6 +168,48 @@ def test_live_only_while_the_process_holds_the_run_lock(tmp_path: Path) -> None:
         assert not live.live_state(tmp_path).live  # type: ignore[union-attr]
     finally:
         lock.release()
+
+
+def test_the_process_running_it_says_its_own_run_is_live(tmp_path: Path) -> None:
+    """Issue 23, build 5: live_state tries the lock, and a try from a second descriptor of the holding
+    process itself must not read as "nobody holds it" (nor, where locks are per process, release it):
+    the front end's hold, joined by the workflow as ``Workflow.run`` does, is answered without one."""
+    lock = runlock.acquire(tmp_path, front_end="terminal")
+    run = live.LiveRun(tmp_path, front_end="terminal", start={"lang": "en"})
+    try:
+        inner = runlock.acquire(tmp_path, front_end="api", join=True)
+        state = live.live_state(tmp_path)
+        assert state is not None and state.live and state.pid == os.getpid()
+        inner.release()
+        assert live.live_state(tmp_path).live and live.live_pid(tmp_path) == os.getpid()  # type: ignore[union-attr]
+        assert other_process_tries(tmp_path) == f"REFUSED {os.getpid()}"  # still held, after all those looks
+        run.end({}, 0.0, "")
+        assert not live.live_state(tmp_path).live  # type: ignore[union-attr]
+    finally:
+        run.close()
+        lock.release()
+    assert live.live_pid(tmp_path) is None
+
+
+def test_a_killed_runs_files_naming_a_live_process_are_not_a_live_run(tmp_path: Path) -> None:
+    """Guards: after ``kill -9`` live.json and run.lock's record stay; once their pid names a live
+    process that is not the run (pid reuse, here ``sleep``), the run was said to be live and ``post``
+    wrote into an inbox nobody empties. Nothing is written now, and the run dir stays as it was."""
+    with LockHolder(tmp_path, "background", "干活") as held:
+        live.LiveRun(tmp_path, front_end="background", start={"lang": "en"}).log.close()
+        plant_holder(tmp_path, held.pid)
+        assert live.live_state(tmp_path).live  # type: ignore[union-attr]  # the real holder: live
+        os.kill(held.pid, signal.SIGKILL)
+        held.proc.wait(timeout=30)
+    with Stranger() as stranger:
+        plant_holder(tmp_path, stranger.pid)
+        before = snapshot(tmp_path)
+        state = live.live_state(tmp_path)
+        assert state is not None and state.pid == stranger.pid and state.state == live.RUNNING and not state.live
+        assert live.live_pid(tmp_path) is None
+        with pytest.raises(live.NotLive):
+            live.post(tmp_path, "remark", text="hello")
+        assert snapshot(tmp_path) == before
 
 
 def test_a_run_recorded_before_a_reboot_is_not_live(tmp_path: Path) -> None:

@@ -18,16 +18,25 @@ import pytest
 from flower_magic.core import oslock
 from tests.helpers import wait_until, without_posix
 
-# argv: the lock file, "try" or "wait". Says GOT or BUSY, then holds what it got until stdin closes.
+# argv: the lock file, "try", "wait", "share" (a shared try on a read-only descriptor) or "look" (a
+# shared try let go at once, the descriptor kept open). Says GOT or BUSY, then holds what it got (and
+# its descriptor) until stdin closes.
 LOCKER = """
 import os, sys
 from flower_magic.core import oslock
-fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
-if sys.argv[2] == "wait":
+how = sys.argv[2]
+if how in ("share", "look"):
+    fd = os.open(sys.argv[1], os.O_RDONLY)
+else:
+    fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+if how == "wait":
     oslock.lock(fd)
     print("GOT", flush=True)
 else:
-    print("GOT" if oslock.try_lock(fd) else "BUSY", flush=True)
+    got = oslock.try_lock(fd, shared=how in ("share", "look"))
+    if got and how == "look":
+        oslock.unlock(fd)
+    print("GOT" if got else "BUSY", flush=True)
 sys.stdin.read()
 """
 
@@ -67,8 +76,8 @@ class Locker:
         self.proc.__exit__(None, None, None)
 
 
-def _tries(path: Path, impl: str, log: Path) -> str:
-    with Locker(path, impl, log) as other:
+def _tries(path: Path, impl: str, log: Path, how: str = "try") -> str:
+    with Locker(path, impl, log, how=how) as other:
         said = other.said()
         other.let_go()
     return said
@@ -119,3 +128,24 @@ def test_two_open_files_in_one_process_exclude_each_other(tmp_path: Path) -> Non
         for fd in (first, second):
             if fd >= 0:
                 os.close(fd)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_shared_try_is_refused_by_a_holder_and_by_nobody_else(tmp_path: Path, impl: str) -> None:
+    """Issue 23, build 5: whether a run is live is a shared try of its lock on a read-only descriptor
+    (``core.runlock.held``). A holder's exclusive lock refuses it; two lookers never refuse each
+    other (one would take the other for a holder); and ``unlock`` lets go while the descriptor stays
+    open, so a look never keeps a start out."""
+    path, log = tmp_path / "run.lock", tmp_path / "refused.log"
+    path.write_bytes(b"")
+    with Locker(path, "fcntl", log) as holder:
+        assert holder.said() == "GOT"
+        assert _tries(path, impl, log, "share") == "BUSY"
+    with Locker(path, impl, log, how="share") as reader, Locker(path, "fcntl", log, how="share") as other:
+        assert (reader.said(), other.said()) == ("GOT", "GOT")
+        assert _tries(path, impl, log) == "BUSY"  # a shared lock still keeps an exclusive one out
+    with Locker(path, impl, log, how="look") as looker:
+        assert looker.said() == "GOT"  # got, and let go at once: its descriptor is still open ...
+        assert _tries(path, "fcntl", log) == "GOT"  # ... and holds nothing
+    refused = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+    assert ("flower_magic.core.oslock fcntl" in refused) == (impl == "no-fcntl")

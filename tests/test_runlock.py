@@ -13,6 +13,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +22,21 @@ import pytest
 from flower_magic import AgentSpec, Runtime, Step, Workflow
 from flower_magic.core import manifest, runlock
 from flower_magic.core.errors import RunLocked
+from flower_magic.core.pid import is_alive
 from flower_magic.core.project import project_key
 from flower_magic.core.words import run_locked_line
 from flower_magic.stores.sqlite import SqliteSessionStore
 from flower_magic.testing import FakeAnthropic, Request, text
 from flower_magic.testing.roles import as_role
-from tests.helpers import LockHolder, other_process_tries, snapshot, wait_until, write_script
+from tests.helpers import (
+    LockHolder,
+    Stranger,
+    other_process_tries,
+    plant_holder,
+    snapshot,
+    wait_until,
+    write_script,
+)
 
 # -- the lock ---------------------------------------------------------------------------------------
 
@@ -162,27 +172,185 @@ def test_a_torn_record_is_never_read_as_a_holder(tmp_path: Path) -> None:
     """A reader that catches a rewrite half-done (the new record's start over the old one's end)
     gets the old record, the new one, or None: never a mix such as a step nobody ran."""
     run_dir = tmp_path / "runs"
-    run_dir.mkdir()
-    me, host = os.getpid(), socket.gethostname()
-    old = runlock._encode(runlock.Holder(me, host, "2026-01-01T10:00:00+08:00", "确认需求", "terminal"))
-    new = runlock._encode(runlock.Holder(me, host, "2026-01-01T10:00:00+08:00", "设定目标", "terminal"))
-    assert len(old) == len(new)
     seen = set()
-    for cut in range(len(new) + 1):
-        (run_dir / "run.lock").write_bytes(new[:cut] + old[cut:])
-        found = runlock.holder(run_dir)
-        assert found is None or found.step in ("确认需求", "设定目标"), (cut, found)
-        seen.add(found.step if found else None)
-        (run_dir / "run.lock").write_bytes(new[:cut])
-        assert runlock.holder(run_dir) in (None, runlock._decode(new))
+    with LockHolder(run_dir) as held:  # a record is read only while the lock is held
+        me, host = held.pid, socket.gethostname()
+        old = runlock._encode(runlock.Holder(me, host, "2026-01-01T10:00:00+08:00", "确认需求", "terminal"))
+        new = runlock._encode(runlock.Holder(me, host, "2026-01-01T10:00:00+08:00", "设定目标", "terminal"))
+        assert len(old) == len(new)
+        for cut in range(len(new) + 1):
+            (run_dir / "run.lock").write_bytes(new[:cut] + old[cut:])
+            found = runlock.holder(run_dir)
+            assert found is None or found.step in ("确认需求", "设定目标"), (cut, found)
+            seen.add(found.step if found else None)
+            (run_dir / "run.lock").write_bytes(new[:cut])
+            assert runlock.holder(run_dir) in (None, runlock._decode(new))
     assert seen == {"确认需求", "设定目标", None}
 
 
 def test_readers_never_create_anything(tmp_path: Path) -> None:
     assert runlock.holder(tmp_path / "runs") is None
+    assert not runlock.held(tmp_path / "runs")
     assert not runlock.held_here(tmp_path / "runs")
     runlock.note_step(tmp_path / "runs", "干活")
     assert list(tmp_path.iterdir()) == []
+    (tmp_path / "runs").mkdir()
+    assert not runlock.held(tmp_path / "runs") and runlock.holder(tmp_path / "runs") is None
+    assert list((tmp_path / "runs").iterdir()) == []  # the try opens run.lock only if it is there
+
+
+# -- whether it is held: tried, not read (issue 23, build 5) ----------------------------------------
+
+
+@pytest.mark.parametrize("who", ["stranger", "init", "this test"])
+def test_a_killed_holders_record_naming_a_live_process_is_no_holder(tmp_path: Path, who: str) -> None:
+    """Guards: after ``kill -9`` the record stays, and once its pid names another live process (pid
+    reuse), or a record is forged with a live pid (1, the reader's own), it was taken for a holder:
+    ``flower --attach`` followed forever, ``--stop`` claimed success. The lock is tried instead; the
+    try changes nothing in the file and leaves the lock free for the next start."""
+    run_dir = tmp_path / "runs"
+    with LockHolder(run_dir, "background", "干活") as held:
+        os.kill(held.pid, signal.SIGKILL)
+        held.proc.wait(timeout=30)
+    with Stranger() as stranger:
+        pid = {"stranger": stranger.pid, "init": 1, "this test": os.getpid()}[who]
+        plant_holder(run_dir, pid)
+        lock = run_dir / "run.lock"
+        record, st = lock.read_bytes(), lock.stat()
+        assert runlock._decode(record) is not None and runlock._decode(record).pid == pid  # type: ignore[union-attr]
+        assert is_alive(pid)  # a record and a live pid: what was believed before
+        assert not runlock.held(run_dir)
+        assert runlock.holder(run_dir) is None
+        assert runlock.holder(run_dir, attempts=3) is None
+        after = lock.stat()
+        assert lock.read_bytes() == record and (after.st_ino, after.st_mtime_ns) == (st.st_ino, st.st_mtime_ns)
+        assert other_process_tries(run_dir) == "GOT"
+
+
+def test_trying_the_lock_disturbs_no_holder_and_writes_nothing(tmp_path: Path) -> None:
+    """Every look at a held lock says held, names the holder, and leaves the holder holding and its
+    record as it was; a ``run.lock`` that is a link is not tried (nor is its target touched)."""
+    run_dir = tmp_path / "runs"
+    with LockHolder(run_dir, "terminal", "干活") as held:
+        lock = run_dir / "run.lock"
+        record, st = lock.read_bytes(), lock.stat()
+        for _ in range(300):
+            assert runlock.held(run_dir)
+        found = runlock.holder(run_dir)
+        assert found is not None and (found.pid, found.step) == (held.pid, "干活")
+        assert other_process_tries(run_dir) == f"REFUSED {held.pid} 干活"
+        after = lock.stat()
+        assert lock.read_bytes() == record and (after.st_ino, after.st_mtime_ns) == (st.st_ino, st.st_mtime_ns)
+    assert not runlock.held(run_dir)
+    elsewhere = tmp_path / "elsewhere"
+    with LockHolder(elsewhere, "terminal", "干活"):
+        (run_dir / "run.lock").unlink()
+        (run_dir / "run.lock").symlink_to(elsewhere / "run.lock")
+        target = (elsewhere / "run.lock").read_bytes()
+        assert not runlock.held(run_dir) and runlock.holder(run_dir) is None
+        assert (elsewhere / "run.lock").read_bytes() == target
+
+
+@pytest.fixture
+def read_only_view(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """``(folder, view)``: a folder and a read-only bind mount of it (skipped where mounting is not allowed)."""
+    folder, view = tmp_path / "rw", tmp_path / "ro"
+    folder.mkdir()
+    view.mkdir()
+    done = subprocess.run(["mount", "--bind", str(folder), str(view)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot bind-mount here: {done.stderr.decode(errors='replace').strip()}")
+    try:
+        ro = subprocess.run(["mount", "-o", "remount,bind,ro", str(view)], capture_output=True)
+        if ro.returncode != 0:
+            pytest.skip(f"cannot make a bind mount read-only here: {ro.stderr.decode(errors='replace').strip()}")
+        yield folder, view
+    finally:
+        subprocess.run(["umount", "-l", str(view)], capture_output=True)
+
+
+def test_a_reader_that_may_only_read_the_run_dir_knows_whether_it_is_held(
+    read_only_view: tuple[Path, Path],
+) -> None:
+    """A panel or ``--status`` whose view of the run dir is read-only (here: a read-only mount of it;
+    the tests run as root, whom file modes do not stop) still tries the lock."""
+    folder, view = read_only_view
+    with LockHolder(folder / "runs", "background", "干活") as held:
+        with pytest.raises(OSError):
+            os.open(view / "runs" / "run.lock", os.O_RDWR)  # the view really is read-only
+        assert runlock.held(view / "runs")
+        found = runlock.holder(view / "runs")
+        assert found is not None and found.pid == held.pid
+        os.kill(held.pid, signal.SIGKILL)
+        held.proc.wait(timeout=30)
+    with Stranger() as stranger:
+        plant_holder(folder / "runs", stranger.pid)
+        assert not runlock.held(view / "runs") and runlock.holder(view / "runs") is None
+
+
+# Tries the lock of argv[1] in a loop, as fast as it can, until stdin closes; says LOOKING first.
+LOOKER = """
+import sys, threading
+from flower_magic.core import runlock
+done = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
+print("LOOKING", flush=True)
+n = 0
+while not done.is_set():
+    runlock.held(sys.argv[1])
+    n += 1
+print(n, flush=True)
+"""
+
+
+def test_a_start_is_not_refused_while_readers_try_the_lock(tmp_path: Path) -> None:
+    """A look holds the lock (shared) for a few microseconds; a start that meets one tries again
+    instead of refusing with no holder to name. Here two readers look without pause."""
+    run_dir = tmp_path / "runs"
+    run_dir.mkdir()
+    (run_dir / "run.lock").write_bytes(b"")
+    lookers = [
+        subprocess.Popen(
+            [sys.executable, "-c", LOOKER, str(run_dir)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
+    try:
+        for looker in lookers:
+            assert looker.stdout is not None and looker.stdout.readline().strip() == "LOOKING"
+        for _ in range(2000):  # without the second try, about 1 in 200 of these was refused
+            runlock.acquire(run_dir, front_end="terminal").release()
+    finally:
+        looks = []
+        for looker in lookers:
+            assert looker.stdin is not None and looker.stdout is not None
+            looker.stdin.close()
+            looks.append(int(looker.stdout.read().strip() or 0))
+            looker.stdout.close()
+            looker.wait(timeout=30)
+    assert min(looks) > 2000  # they really looked all along
+
+
+# A reader descheduled in the middle of its look: holds the shared lock 30 ms, then lets go and ends.
+SLOW_LOOK = """
+import os, sys, time
+from flower_magic.core import oslock
+fd = os.open(sys.argv[1], os.O_RDONLY)
+assert oslock.try_lock(fd, shared=True)
+print("LOOKING", flush=True)
+time.sleep(0.03)
+oslock.unlock(fd)
+"""
+
+
+def test_a_start_outwaits_a_reader_caught_in_the_middle_of_its_look(tmp_path: Path) -> None:
+    run_dir = tmp_path / "runs"
+    run_dir.mkdir()
+    (run_dir / "run.lock").write_bytes(b"")
+    with subprocess.Popen([sys.executable, "-c", SLOW_LOOK, str(run_dir / "run.lock")], stdout=subprocess.PIPE) as look:
+        assert look.stdout is not None and look.stdout.readline().strip() == b"LOOKING"
+        with runlock.acquire(run_dir, front_end="terminal"):
+            assert runlock.holder(run_dir) is not None
 
 
 # -- the Python API ---------------------------------------------------------------------------------

@@ -6,8 +6,10 @@ and one ``HOME`` for the whole walk, as a person has. An operation is a way of s
 say something at wake, ``--new``, a context that fills and hands off, ``--new`` cut short in its
 clarification: ``kill -9`` while the clarifier's request is in flight or while its question waits)
 times something that happens to it (nothing, ``kill -9`` at one of four moments, ``SIGTERM``, an
-outage, an interrupt with words). While a clarification is unfinished, what is said at wake is for the
-clarifier (the answer to its question, when one died with its process).
+outage, an interrupt with words, or ``kill -9`` after which its pid is "reused": ``run.lock``'s record
+and ``live.json`` then name a live ``sleep`` that lives on through the next op). While a clarification
+is unfinished, what is said at wake is for the clarifier (the answer to its question, when one died
+with its process).
 
 After every operation:
     - every worker request of the op, in the session it was sent for, carries every phrase said to
@@ -22,7 +24,9 @@ After every operation:
     - the requests' session is the one lineage.json names for the step;
     - lineage.json and manifest.json parse; sessions.db passes ``PRAGMA integrity_check`` and no
       stored entry of the work session names a parent that does not exist;
-    - no Claude Code process of this workspace outlives the op.
+    - no Claude Code process of this workspace outlives the op;
+    - the directory is never taken for a live run (ops run one at a time): no op's child finds one, and
+      after a runner whose pid was reused ``core.live.live_state`` says not live.
 
 ``Walk(seed).run(n)`` returns the failures (empty when the invariant held); ``scripts/soak`` runs
 many seeds and prints the figures.
@@ -46,12 +50,13 @@ from typing import Any
 
 from flower_magic.core.brief import Brief
 from flower_magic.core.human import ASK_TOOL
+from flower_magic.core.live import live_state
 from flower_magic.core.project import project_key
 from flower_magic.core.rundir import TASK_NAME
 from flower_magic.stores.chain import dangling
 from flower_magic.testing import FakeAnthropic, Reply, Request, text, tool_pairing_error, tool_use
 from flower_magic.testing.roles import role_of
-from tests.helpers import stored_session
+from tests.helpers import Stranger, plant_holder, stored_session
 
 CHILD = Path(__file__).with_name("walk_child.py")
 WINDOW_TOKENS = 200_000  # passed as --window; a reply reporting more than the hand-off line fills it
@@ -66,7 +71,8 @@ STARTS = ("continue", "continue", "wake", "handoff", "new", "cut")
 # its question waits for an answer.
 CUTS = ("clarify", "question")
 QUESTION = "输出要什么格式?"
-EVENTS = ("none", "none", "kill", "kill", "kill", "term", "outage", "interrupt")
+EVENTS = ("none", "none", "kill", "kill", "kill", "term", "outage", "interrupt", "reused")
+KILLED = ("kill", "reused")  # killed with -9 ("reused": and its pid then named by a live process)
 MOMENTS = ("early", "request", "tool", "flush")
 
 BRIEF = """确认书如下。
@@ -258,6 +264,7 @@ class Walk:
         self.goals = self.rng.random() < 0.5  # half the walks judge every round, half run --no-goal
         self.to_clarifier: list[str] = []  # what was said to the current task's unfinished clarification
         self.heard_by_clarifier = 0  # ops that said something to an unfinished clarification
+        self.stranger: Stranger | None = None  # the live process a reused pid names, until the next op ends
 
     # -- the environment -----------------------------------------------------------------------------
 
@@ -314,7 +321,7 @@ class Walk:
         if start == "cut":
             return Op(start, "kill", self.rng.choice(CUTS))
         event = self.rng.choice(EVENTS)
-        op = Op(start, event, self.rng.choice(MOMENTS) if event in ("kill", "term") else "")
+        op = Op(start, event, self.rng.choice(MOMENTS) if event in (*KILLED, "term") else "")
         if event == "term" and op.moment == "early":
             op.moment = "tool"
         # Bracketed, so that no phrase is part of another ("-1" of "-10"): each is counted on its own.
@@ -360,7 +367,10 @@ class Walk:
         self.model.delay_s = 0.8 if op.moment in ("request", "early", "clarify") or op.event == "outage" else 0.0
         argv = self.argv(op)
         self.log(f"[{self.seed}:{index}] {op}")
+        stranger, self.stranger = self.stranger, None  # a reused pid's process lives through this op
         rc = self.perform(op, argv)
+        if op.event == "reused":
+            self.reuse_pid()
         self.model.full, self.model.delay_s, self.model.asks = False, 0.0, False
         # Killed before it wrote a byte (still importing): nothing was started, the task was never said.
         self.started = self.started or (self.ws / ".flower" / "notes" / TASK_NAME).exists()
@@ -382,6 +392,16 @@ class Walk:
         handed_off = any(role_of(r) == "handoff" for r in self.api.requests[n_req:])
         self.account(op, before_sid, after_sid, handed_off=handed_off)
         self.check(index, op, expected, n_req, rc, to_clarifier, unfinished=unfinished)
+        if stranger is not None:
+            stranger.__exit__(None)
+
+    def reuse_pid(self) -> None:
+        """After a ``kill -9``: what its pid being taken by another process leaves (tests.helpers.plant_holder)."""
+        run_dir = self.ws / "runs"
+        if not (run_dir / "run.lock").exists():
+            return  # killed before it took the lock: nothing names it
+        self.stranger = Stranger()
+        plant_holder(run_dir, self.stranger.pid)
 
     def perform(self, op: Op, argv: list[str]) -> int | None:
         proc = subprocess.Popen(
@@ -413,10 +433,10 @@ class Walk:
         err_reader.start()
         n_req, finals = len(self.api.requests), self.model.finals
         try:
-            if op.event in ("kill", "term"):
+            if op.event in (*KILLED, "term"):
                 self.wait_moment(proc, op.moment, events, arrived, n_req, finals)
                 if proc.poll() is None:
-                    os.kill(proc.pid, signal.SIGKILL if op.event == "kill" else signal.SIGTERM)
+                    os.kill(proc.pid, signal.SIGKILL if op.event in KILLED else signal.SIGTERM)
             elif op.event == "outage":
                 self.wait_moment(proc, "request", events, arrived, n_req, finals)
                 self.api.stop()
@@ -550,6 +570,14 @@ class Walk:
                         self.fail(index, op, "chain", f"{len(broken)} stored entries name a missing parent")
             finally:
                 con.close()
+        # Never a live run but the op's own (tests.walk_child asks as flower does, and says "live").
+        found = next((e for e in self.last_events if e.get("kind") == "live"), None)
+        if found is not None:
+            self.fail(index, op, "live", f"the op found the directory live (pid {found.get('pid')}) and ran nothing")
+        if self.stranger is not None:
+            state = live_state(self.ws / "runs")
+            if state is None or state.pid != self.stranger.pid or state.live:
+                self.fail(index, op, "reused", f"a reused pid's directory reads as {state}")
         # No agent outlives the op.
         give_up = time.monotonic() + 15
         while _claude_pids(self.ws) and time.monotonic() < give_up:
@@ -630,7 +658,7 @@ class Walk:
                     f"last worker request is for {_session_of(tail)[:8]}, lineage says {current[:8]}",
                 )
             must = self.sessions.get(_session_of(tail))
-            if must is not None and op.event not in ("kill", "term") and rc == 0:
+            if must is not None and op.event not in (*KILLED, "term") and rc == 0:
                 missing = _in_order(tail.all_text, ([must.marker] if must.marker else []) + must.said)
                 if missing:
                     self.fail(index, op, "lost", f"last worker request {tail.index} lacks {missing!r}")
@@ -647,4 +675,7 @@ class Walk:
                 self.step()
         finally:
             self.api.stop()
+            if self.stranger is not None:
+                self.stranger.__exit__(None)
+                self.stranger = None
         return self.failures

@@ -7,7 +7,9 @@ named by ``WALK_INTERRUPT_FILE`` (the terminal's Ctrl-C and typed line, without 
 answers a question (it settles at once), unless ``WALK_QUESTIONS_WAIT`` is set: then it waits.
 Every engine event is printed as one JSON line, so the walk knows when to strike.
 
-Exit codes as ``flower``: 0 done, 1 stopped; killed by a signal otherwise.
+Exit codes as ``flower``: 0 done, 1 stopped; killed by a signal otherwise. A directory ``flower``
+would take for live (``core.live.live_pid``, what ``flower`` asks first) is not run: it says ``live``
+and exits ``LIVE_EXIT``.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from flower_magic.cli import build_parser, options_from
+from flower_magic.core.live import live_pid
 from flower_magic.core.resilience import Resilience
 from flower_magic.front.launch import Launch, end_on_signals
 
+LIVE_EXIT = 3
 FAST = Resilience(base_delay=0.2, max_delay=1.0, probe_interval=0.2, probe_timeout=1.0, max_offline_wait=120.0)
 
 
@@ -38,6 +42,10 @@ def sink(event: Any) -> None:
 
 async def main(argv: list[str]) -> int:
     opts = options_from(build_parser().parse_args(argv))
+    pid = live_pid(opts.rundir.path)
+    if pid is not None and not opts.new:  # flower would attach to it instead of running
+        emit("live", pid=pid)
+        return LIVE_EXIT
     launch = Launch(opts, front_end="terminal", resilience=FAST)
     launch.plan()
     starter = launch.apply(view_sink=sink)  # as flower does: the lock before anything is written

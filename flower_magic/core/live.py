@@ -26,8 +26,11 @@ Guarantees:
       credentials whatever their shape, keys and tokens by shape, values given to credential names,
       the session store's password); it is scrubbed before it is clipped.
     - ``Follower`` reads only whole lines and follows a log across a move to the next part.
-    - ``live_state`` says a run is live only while its process holds the run lock (``core.runlock``):
-      a process killed with ``kill -9`` is never shown as running.
+    - ``live_state`` says a run is live only while its process holds the run lock (``core.runlock``),
+      and it tries the lock to know (``runlock.holder``): a process killed with ``kill -9`` is never
+      shown as running, even when its pid now names another process or ``live.json`` and
+      ``run.lock``'s record are forged. Asking writes nothing, creates nothing, needs only read
+      access, and does not disturb the holder.
     - ``post`` checks before it writes: a run that is not live, an unknown kind, words too long or
       not text (a lone surrogate), an inbox that is not a folder each raise ``UserError`` and leave
       the run dir as it was.
@@ -42,6 +45,9 @@ Guarantees:
       record), never dropped.
 Not guaranteed:
     - Followers on another host of a network filesystem see records late (whatever its cache allows).
+    - A run on another host is seen as live only where that filesystem carries its locks between
+      hosts (NFS does; see ``core.runlock``): where it does not, it is not live from here, just as
+      its lock would not refuse a run started here.
 """
 
 from __future__ import annotations
@@ -416,7 +422,8 @@ class LiveState:
 
 def live_state(run_dir: Path) -> LiveState | None:
     """The run dir's live state, or None when nothing was ever recorded or it cannot be read.
-    ``.live`` is True only while the recorded process holds the run lock."""
+    ``.live`` is True only while the recorded process holds the run lock, as a try of the lock finds
+    (``runlock.holder``), not as its record and a live pid would suggest."""
     try:
         data = json.loads(read_capped(run_dir / LIVE_NAME, MAX_LIVE_BYTES))
     except (OSError, ValueError):
@@ -430,11 +437,13 @@ def live_state(run_dir: Path) -> LiveState | None:
         return None
     if not isinstance(state.pid, int) or not isinstance(state.asks, list):
         return None
-    if state.boot and state.boot != boot_id():
-        return state  # written before the machine last started: nothing of it runs now
+    if state.state == ENDED or (state.boot and state.boot != boot_id()):
+        return state  # ended, or written before the machine last started: nothing of it runs now
+    # The lock is tried, not its record believed: after kill -9 the record and live.json stay, and
+    # their pid may be another process's by now (or the files forged). holder() is None unless the
+    # lock is held; its record then names the holder, which must be the process live.json names.
     holder = runlock.holder(run_dir)
-    # holder() drops a record whose process is gone, a zombie included (core.pid): it holds no lock.
-    state.live = holder is not None and holder.pid == state.pid and state.state != ENDED
+    state.live = holder is not None and holder.pid == state.pid
     return state
 
 

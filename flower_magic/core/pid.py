@@ -9,7 +9,8 @@ Guarantees:
     - ``is_alive`` never signals, stops or changes the process it asks about, and never raises.
     - A process owned by someone else counts as alive (it exists; we may not touch it).
 Not guaranteed:
-    - Telling a reused pid from the original process.
+    - Telling a reused pid from the original process. Whether a run is live is therefore not asked
+      here but of its lock (``core.runlock.held``); a pid only says a recorded holder is gone.
     - A zombie (dead, not yet reaped by its parent) counts as dead on Linux (``/proc``), as alive on
       other POSIX systems.
 """

@@ -26,16 +26,28 @@ Guarantees:
       carrying a CRC of its fields. It is rewritten in place under the lock (at acquire, as steps
       start) and emptied on release. A reader that catches a rewrite half-done sees a CRC mismatch
       and reads again; ``holder`` therefore returns a whole record or None, never a torn one.
-    - Nothing that only reads (``holder``, ``%flower --status``, the wake banner, the panel and its
-      server) takes or waits for the lock.
+    - Whether the lock is held is tried, never read from the record: ``held`` and ``holder`` take a
+      shared lock on a read-only descriptor of their own and let it go at once (a holder's exclusive
+      lock refuses it). So a holder killed with ``kill -9`` whose pid now names another process, or
+      a ``run.lock`` record forged with a live pid, is never taken for a holder; and the holding
+      process itself is answered without a try.
+    - Nothing that only reads (``held``, ``holder``, ``%flower --status``, the wake banner, the panel
+      and its server) waits for the lock, holds it for longer than its try, creates ``run.lock`` or
+      changes its bytes, or needs write access to the run dir.
+    - A start that meets a reader's try is not refused for it: ``acquire`` tries again for ~150 ms
+      (``LOCK_ATTEMPTS``) before it refuses.
     - A clean end empties the record, so a record found when the lock is taken was left by a holder
       that ended without releasing it (killed, crashed, its terminal or kernel gone). ``died_before``
       says so for as long as this process holds the lock; a normal exit is never reported as one.
 Not guaranteed:
-    - Exclusion across hosts on network filesystems (``flock`` may be local to one host there).
+    - Exclusion across hosts on network filesystems (``flock`` may be local to one host there), nor,
+      there, that a run on another host is seen as holding the lock (``held`` tries it as ``acquire``
+      does, so both see the same).
     - Exclusion among threads of one process using ``join=True``: the lock is per process.
-    - A record that is current after ``kill -9``: the dead holder's record stays until the next
-      acquire; ``holder`` drops it when its pid is gone on this host (a reused pid is not detected).
+    - A record that is current after ``kill -9``: the dead holder's record stays in the file until
+      the next acquire (``holder`` does not return it: the lock is free).
+    - A start refused while a reader that tried the lock was descheduled for longer than
+      ``acquire``'s retries (it holds its shared lock between two system calls).
     - A process that forks after acquiring (``multiprocessing`` with fork) shares the lock with its
       child until both have closed it.
 Platforms:
@@ -50,6 +62,7 @@ import contextlib
 import json
 import os
 import socket
+import stat
 import threading
 import time
 import zlib
@@ -74,6 +87,11 @@ MAX_RECORD_BYTES = 64 * 1024
 # the refusal feel slow.
 READ_ATTEMPTS = 10
 READ_PAUSE_S = 0.05
+
+# A start that finds the lock taken tries again, 10, 20, 40 and 80 ms later, before it is refused: a
+# reader asking whether a run is live (``held``: the panel polls) holds it for a few microseconds.
+LOCK_ATTEMPTS = 5
+LOCK_PAUSE_S = 0.01
 
 
 @dataclass(frozen=True)
@@ -156,15 +174,32 @@ def _write(fd: int, holder: Holder) -> None:
     os.ftruncate(fd, len(data))
 
 
-def _read_once(path: Path) -> Holder | None:
+_FREE = object()  # what _look says of a lock nobody holds
+
+
+def _look(path: Path, *, record: bool) -> Holder | object | None:
+    """Try the lock of ``path`` from here: ``_FREE`` when nobody holds it, else (``record``) the
+    record it carries, or None (held, but its record unreadable or not written yet).
+
+    The try is a shared lock on a descriptor of our own, opened read-only, let go at once: a holder's
+    exclusive lock refuses it, other lookers' shared ones do not. It writes nothing and creates
+    nothing, so it works in a folder this process may only read. A ``run.lock`` that is missing, a
+    link, not a regular file, unreadable, or on a filesystem that refuses locks is free: nobody can
+    hold it either (``acquire`` would refuse or fail the same way).
+    """
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | BINARY | NOFOLLOW)
     except OSError:
-        return None
+        return _FREE
     try:
-        return _decode(os.read(fd, MAX_RECORD_BYTES))
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return _FREE
+        if oslock.try_lock(fd, shared=True):
+            oslock.unlock(fd)
+            return _FREE
+        return _decode(os.read(fd, MAX_RECORD_BYTES)) if record else None
     except OSError:
-        return None
+        return _FREE
     finally:
         os.close(fd)
 
@@ -175,18 +210,34 @@ def _alive_here(holder: Holder) -> bool:
     return is_alive(holder.pid)
 
 
-def holder(run_dir: str | os.PathLike[str], *, attempts: int = 1) -> Holder | None:
-    """The current holder's record, or None (free, unreadable, or a dead holder's leftover).
+def held(run_dir: str | os.PathLike[str]) -> bool:
+    """Some process holds the run lock of ``run_dir`` now: tried (``_look``), not read from the record.
 
-    Reads only: never takes the lock, never creates or changes a file, never raises, never blocks
-    (``attempts`` > 1 pauses ``READ_PAUSE_S`` between looks, for a holder still writing its record).
+    Never takes the lock for longer than the try, never creates or changes a file, never raises,
+    never blocks. True in the holding process itself (without a try: ``held_here``).
     """
     path = lock_path(run_dir)
+    with _held_lock:  # no thread of this process is between taking the lock and saying so
+        return str(path.parent) in _held or _look(path, record=False) is not _FREE
+
+
+def holder(run_dir: str | os.PathLike[str], *, attempts: int = 1) -> Holder | None:
+    """The current holder's record, or None: nobody holds the lock (``held`` is False; whatever
+    record a killed holder left, a reused pid or a forged file included, is not read), or the
+    record is unreadable, or it names a process gone from this host.
+
+    Never creates or changes a file, never raises, never blocks (``attempts`` > 1 pauses
+    ``READ_PAUSE_S`` between looks, for a holder still writing its record).
+    """
+    path = lock_path(run_dir)
+    key = str(path.parent)
     for n in range(max(1, attempts)):
         if n:
             time.sleep(READ_PAUSE_S)
-        found = _read_once(path)
-        if found is not None and _alive_here(found):
+        with _held_lock:
+            entry = _held.get(key)
+            found = entry.holder if entry is not None else _look(path, record=True)
+        if isinstance(found, Holder) and _alive_here(found):
             return found
     return None
 
@@ -270,33 +321,37 @@ def acquire(
     folder = ensure_dir("run dir", Path(run_dir).expanduser().resolve())
     path = folder / LOCK_NAME
     key = str(folder)
-    with _held_lock:
-        entry = _held.get(key)
-        if entry is not None:
-            if not join:
-                raise _refusal(path, entry.holder, lang)
-            entry.count += 1
-            return RunLock(key, path)
-        try:
-            # Never through a link: a cloned ``run.lock -> ../../notes.md`` would get the holder record
-            # and then be truncated to nothing at release; a dangling one would create its target.
-            fd = open_own(path, os.O_RDWR | os.O_CREAT)
-        except IsALink:
-            raise LinkRefused(path, lang) from None
-        try:
-            locked = oslock.try_lock(fd)
-        except BaseException:
+    for n in range(LOCK_ATTEMPTS):
+        if n:
+            # Taken: by a holder, or for a moment by a reader asking whether one is there (``held``).
+            time.sleep(LOCK_PAUSE_S * 2 ** (n - 1))
+        with _held_lock:
+            entry = _held.get(key)
+            if entry is not None:
+                if not join:
+                    raise _refusal(path, entry.holder, lang)
+                entry.count += 1
+                return RunLock(key, path)
+            try:
+                # Never through a link: a cloned ``run.lock -> ../../notes.md`` would get the holder record
+                # and then be truncated to nothing at release; a dangling one would create its target.
+                fd = open_own(path, os.O_RDWR | os.O_CREAT)
+            except IsALink:
+                raise LinkRefused(path, lang) from None
+            try:
+                locked = oslock.try_lock(fd)
+            except BaseException:
+                os.close(fd)
+                raise
+            if locked:
+                found = _left_behind(fd)
+                since = datetime.now().astimezone().isoformat(timespec="seconds")
+                record = Holder(os.getpid(), socket.gethostname(), since, step, front_end)
+                with contextlib.suppress(OSError):
+                    _write(fd, record)
+                _held[key] = _Held(fd, record, 1, found)
+                return RunLock(key, path)
             os.close(fd)
-            raise
-        if locked:
-            found = _left_behind(fd)
-            since = datetime.now().astimezone().isoformat(timespec="seconds")
-            record = Holder(os.getpid(), socket.gethostname(), since, step, front_end)
-            with contextlib.suppress(OSError):
-                _write(fd, record)
-            _held[key] = _Held(fd, record, 1, found)
-            return RunLock(key, path)
-        os.close(fd)
     raise _refusal(path, holder(folder, attempts=READ_ATTEMPTS), lang)
 
 
