@@ -34,7 +34,7 @@ from flower_magic.front.options import GoError, GoOptions, NotText, RunDirLink, 
 from flower_magic.front.outcome import Ending, Outcome
 from flower_magic.front.phrases import ending_lines, plain, problem_line, total_line, wake_banner
 from flower_magic.terminal import TerminalView, echo
-from flower_magic.workflow.starter import NEW_CMD
+from flower_magic.workflow.starter import NEW_CMD, NoTaskError
 
 log = logging.getLogger(__name__)
 
@@ -222,6 +222,9 @@ def main(argv: list[str] | None = None) -> int:
         if not opts.task and not args.detach:
             _ask_first(opts, launch.look().resumable)
         launch.plan()
+    except NoTaskError as exc:  # not a mistake in what was typed: what to type
+        echo(str(exc), err=True)
+        return 1
     except FlowerError as exc:
         echo(f"flower: {exc}", err=True)
         return 1

@@ -27,6 +27,7 @@ from flower_magic.core.goal import Goal
 from flower_magic.core.human import TIMEOUT_TEXT
 from flower_magic.core.project import project_key
 from flower_magic.core.words import say
+from flower_magic.front.outcome import Ending, Outcome
 from flower_magic.stores.sqlite import SqliteSessionStore
 from flower_magic.testing import FakeAnthropic, Request, hang, text, tool_use
 from flower_magic.testing.roles import as_role, role_of
@@ -433,7 +434,9 @@ def test_a_stop_says_why_and_a_normal_exit_is_not_called_a_kill(
     fake_api.add(as_role("clarifier", text("(fake model) you said: 写个脚本")))
     first = flower(workspace, child_env, TASK, devnull=True)
     assert first.rc == 1 and "Traceback" not in first.err
-    assert first.err.splitlines() == [say("brief_incomplete", "zh", n=4), say("aborted", "zh", step="确认需求")]
+    stopped = Outcome(Ending.FAILED, step="确认需求")
+    told = ["! " + say("brief_incomplete", "zh", n=4), stopped.headline("zh"), stopped.next_step("zh", "flower")]
+    assert first.err.splitlines() == told
     sid = lineage(workspace)["steps"]["确认需求"]
 
     fake_api.add(
@@ -462,7 +465,7 @@ def test_a_wake_gets_its_own_rounds(fake_api: FakeAnthropic, child_env: dict[str
 
     first = flower(workspace, child_env, "--rounds", "3", devnull=True)
     assert first.rc == 1 and "Traceback" not in first.err
-    assert "在步骤 '干活' 中止" in first.err
+    assert Outcome(Ending.NOT_REACHED, step="干活").headline("zh") in first.err
     # and why: the rounds are used up, with the judge's last word
     assert "3 轮用完了,判定者最后的结论是「未达成」:标题没有渲染成 <h1>。" in first.err
     assert steps_of(rows_by_run(workspace)[0]) == three_rounds
@@ -470,7 +473,7 @@ def test_a_wake_gets_its_own_rounds(fake_api: FakeAnthropic, child_env: dict[str
     work_sid = lineage(workspace)["steps"]["干活"]
 
     second = flower(workspace, child_env, "--rounds", "3", devnull=True)
-    assert second.rc == 1 and "在步骤 '干活' 中止" in second.err
+    assert second.rc == 1 and Outcome(Ending.NOT_REACHED, step="干活").headline("zh") in second.err
     runs = rows_by_run(workspace)
     assert len(runs) == 2 and steps_of(runs[1]) == three_rounds
     reqs = fake_api.requests[n0:]
