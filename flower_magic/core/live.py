@@ -690,6 +690,8 @@ class LiveRun:
         p = event.payload if isinstance(event.payload, dict) else {}
         changed = False
         with self._state_lock:
+            if self.state.state == ENDED:
+                return  # what a run still winding down says after its end is not its state
             if event.kind == "step":
                 if p.get("judge"):
                     self.state.round = int(p.get("round") or 0)

@@ -402,7 +402,8 @@ class Runtime:
             self._current = None
             self._loop = None
             self._takes_words = True
-            self.results.append(result)
+            if not any(r is result for r in self.results):  # a rescue (a shutdown) already recorded it
+                self.results.append(result)
             self._persist()
             if self.persist_error is not None:
                 why = self.persist_error.strerror or type(self.persist_error).__name__

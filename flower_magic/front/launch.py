@@ -111,6 +111,7 @@ class Launch:
         self._look: Look | None = None
         self._checked = False
         self._cause: Ending | None = None
+        self._asked = False  # a question was open when a person ended the run
         self._ending = threading.Lock()
         self._exit = contextlib.ExitStack()
 
@@ -310,7 +311,7 @@ class Launch:
         return self.outcome
 
     def _finish(self, ctx: dict[str, Any] | None) -> None:
-        asked = bool(self.live is not None and self.live.state.asks)
+        asked = self._asked or bool(self.live is not None and self.live.state.asks)
         assert self.starter is not None
         self.starter.channel.cancel_all()
         with logged(log, "closing the runtime"):
@@ -336,13 +337,15 @@ class Launch:
             self.rt.interrupt(words)
             return
         self._cause = self._cause or cause
+        self._asked = self._asked or bool(self.live is not None and self.live.state.asks)
         self.rt.interrupt("", resume=False)
         if self.starter is not None:
             self.starter.channel.cancel_all(STOP_REASONS.get(cause, STOP_REASONS[Ending.INTERRUPTED]))
 
-    def end_now(self, cause: Ending) -> None:
+    def end_now(self, cause: Ending, *, stop: bool = True) -> None:
         """The process is going (the kernel shuts down, SIGTERM): record the step in flight and the
-        ending now. Never raises; safe from a signal handler (it never waits for a lock)."""
+        ending now, then (``stop``) stop the run, which nobody can see any more, should the process
+        linger. Never raises. With ``stop=False`` it is safe from a signal handler (it waits for no lock)."""
         if self.rt is None or self.outcome is not None:
             return
         self._cause = self._cause or cause
@@ -351,6 +354,9 @@ class Launch:
         step = self.live.state.step if self.live is not None else ""
         asked = bool(self.live is not None and self.live.state.asks)
         self._end(self._told(self._cause, step, asked=asked), wait=False)
+        if stop:
+            with logged(log, "stopping a run whose process is going"):
+                self.interrupt(cause=cause)
 
     def ending_so_far(self) -> Outcome | None:
         """The ending once written; before that, the one a person's interrupt or stop will write (a cell
@@ -482,6 +488,8 @@ def record_found(rundir: RunDir, found: Outcome) -> None:
     run_dir = rundir.path
     with logged(log, "recording how the previous run ended"):
         records = read_log(run_dir)
+        if not records or any(r.get("type") == "end" for r in records):
+            return  # found and written already
         start = records[0]
         run_id = str(start.get("run") or "")
         began = 0.0
@@ -542,7 +550,7 @@ def end_on_signals(launch: Launch) -> Callable[[], None]:
     import sys
 
     def on_end(signum: int, frame: Any) -> None:
-        launch.end_now(Ending.SIGNALLED)
+        launch.end_now(Ending.SIGNALLED, stop=False)  # the process ends by the signal right after
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
 
