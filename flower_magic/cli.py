@@ -348,6 +348,8 @@ def _run(launch: Launch, *, timeout_given: bool = False) -> int:
         outcome = asyncio.run(_drive(launch, view, console))
     except KeyboardInterrupt:
         echo()
+        if launch.outcome is not None:  # ended by a second Ctrl-C (or SIGINT with no terminal): say how
+            _tell_end(opts.lang, launch.cmd, view, launch.outcome)
         return 130
     finally:
         restore()

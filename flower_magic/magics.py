@@ -41,6 +41,7 @@ import importlib
 import logging
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -63,6 +64,9 @@ from flower_magic.front.outcome import Ending
 log = logging.getLogger(__name__)
 JOIN_POLL_S = 0.1  # how often the cell's thread looks for questions while the run goes
 WIND_DOWN_S = 30.0  # after an Interrupt: how long to wait for the agent to stop cleanly
+# jupyter_client's shutdown interrupts the kernel, then sends the shutdown request within milliseconds:
+# an Interrupt waits this long to see whether the kernel is going before it says "interrupted".
+SHUTDOWN_FOLLOWS_S = 0.2
 _LIVE_LAUNCHES: weakref.WeakSet[Any] = weakref.WeakSet()  # runs of this kernel, for a shutdown to end
 
 # The Claude Agent SDK takes seconds to import (it brings mcp, jsonschema and pydantic's models), and
@@ -540,6 +544,7 @@ class FlowerMagics(Magics):
         view.attach(starter.channel.answer)
         view.show()
         _LIVE_LAUNCHES.add(launch)
+        launch.closing = lambda: bool(getattr(self.shell, "exit_now", False))
         runner = _Runner(launch, view)
         try:
             runner.start()
@@ -563,7 +568,13 @@ class FlowerMagics(Magics):
                 proposals.deliver()
                 runner.join(JOIN_POLL_S)
         except KeyboardInterrupt:
-            launch.interrupt(cause=Ending.INTERRUPTED)
+            # A shutdown or restart interrupts the cell first and asks the kernel to go a moment later:
+            # that is a closed kernel, not a person's ■ (its ending says which).
+            with contextlib.suppress(KeyboardInterrupt):
+                deadline = time.monotonic() + SHUTDOWN_FOLLOWS_S
+                while not launch.closing() and time.monotonic() < deadline:
+                    time.sleep(0.01)
+            launch.interrupt(cause=Ending.CLOSED if launch.closing() else Ending.INTERRUPTED)
             # A second Interrupt returns at once; the worker then finishes on its own.
             with contextlib.suppress(KeyboardInterrupt):
                 runner.join(WIND_DOWN_S)

@@ -112,6 +112,8 @@ class Launch:
         self._checked = False
         self._cause: Ending | None = None
         self._asked = False  # a question was open when a person ended the run
+        # Whether the process is being shut down (a kernel's exit_now): a front end that knows sets it.
+        self.closing: Callable[[], bool] = lambda: False
         self._ending = threading.Lock()
         self._exit = contextlib.ExitStack()
 
@@ -299,7 +301,8 @@ class Launch:
         ctx: dict[str, Any] | None = None
         try:
             ctx = await self.starter.workflow.run(self.rt, on_event=live.sink, on_step=stepped)
-        except (KeyboardInterrupt, SystemExit):
+        except (KeyboardInterrupt, SystemExit, asyncio.CancelledError):
+            # A second Ctrl-C, or SIGINT where there is no terminal (asyncio cancels the run for it).
             self._cause = self._cause or Ending.INTERRUPTED
             self._finish(ctx)
             raise
@@ -348,7 +351,9 @@ class Launch:
         linger. Never raises. With ``stop=False`` it is safe from a signal handler (it waits for no lock)."""
         if self.rt is None or self.outcome is not None:
             return
-        self._cause = self._cause or cause
+        # The process is going: that is the ending, even over a person's interrupt it follows (a kernel's
+        # shutdown interrupts the cell first).
+        self._cause = cause if self._cause in (None, Ending.INTERRUPTED) else self._cause
         with logged(log, "recording the step in flight"):
             self.rt.rescue()
         step = self.live.state.step if self.live is not None else ""
@@ -408,6 +413,8 @@ class Launch:
             self._cause = Ending.STOPPED
         if self.error is not None:
             return self._told(_error_ending(self.error), step or running, asked=asked, why=_error_why(self.error))
+        if self._cause is Ending.INTERRUPTED and self.closing():
+            self._cause = Ending.CLOSED  # the interrupt was a shutdown's first step
         if self._cause is not None:
             return self._told(self._cause, step or running, asked=asked)
         if ctx.get("_interrupted") or error == INTERRUPTED:
