@@ -23,7 +23,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from flower_magic.core.errors import FlowerError, disk_error, logged
 from flower_magic.core.live import heard_line
@@ -39,10 +39,18 @@ from flower_magic.workflow.starter import NEW_CMD, NoTaskError
 log = logging.getLogger(__name__)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, except that a mistake is one line (what is wrong, and where the flags are listed)
+    instead of the usage block: the command says a mistake in one line, whatever it is."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} ({say('see_help', pick_lang_or_default())})\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """``flower``'s parser: the flags of ``front.flags``, help in FLOWER_LANG's language."""
     lang = pick_lang_or_default()
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="flower", description=say("cli_about", lang), formatter_class=argparse.RawDescriptionHelpFormatter
     )
     return add_flags(parser, CLI, lang)

@@ -342,3 +342,78 @@ def test_no_python_front_end_sequences_a_run() -> None:
     for name in ("magics.py", "cli.py", "runner.py"):
         source = (root / name).read_text(encoding="utf-8")
         assert [b for b in banned if b in source] == [], name
+
+
+# -- refusals: nothing written -------------------------------------------------------------------------
+
+
+def _finished_run(ws: Path, env: dict[str, str], fake_api: FakeAnthropic) -> None:
+    fake_api.add(
+        as_role("clarifier", text(BRIEF)),
+        as_role("goal", text(GOAL)),
+        as_role("worker", text("Done.")),
+        as_role("judge", text(ACHIEVED)),
+    )
+    rc, said = _done(_flower(ws, env, "--rounds", "1", "write hello.py"))
+    assert rc == 0, said
+    assert (ws / ".flower" / "notes" / "需求.md").is_file() and (ws / "runs" / "live.json").is_file()
+
+
+@pytest.mark.parametrize("case", ["store", "read-only", "flag", "credentials"])
+@pytest.mark.parametrize("front", ["flower", "%flower"])
+def test_a_refused_start_leaves_a_finished_run_byte_identical(
+    tmp_path: Path, env: dict[str, str], fake_api: FakeAnthropic, request: pytest.FixtureRequest, case: str, front: str
+) -> None:
+    """Acceptance c: a store that cannot be opened (the run's PostgreSQL database gone), a read-only run
+    dir, a bad flag, missing credentials — with a finished run in the folder, a start with words is one
+    line (exit != 0, or one UsageError) and the folder stays byte-identical, 需求.md and live.json too."""
+    from tests.helpers import snapshot
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    if case == "store":
+        pg = request.getfixturevalue("pg_server")
+        url = pg.fresh_url()
+        env = dict(env, FLOWER_SESSIONS=url)
+    _finished_run(ws, env, fake_api)
+    args = ["also support a config file"]
+    mount: Path | None = None
+    if case == "store":
+        import psycopg
+
+        with psycopg.connect(pg.url(), autocommit=True) as conn:  # the database goes away
+            conn.execute(f'DROP DATABASE "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
+    elif case == "read-only":
+        mount = ws / "runs"
+        done = subprocess.run(["mount", "--bind", str(mount), str(mount)], capture_output=True)
+        if done.returncode != 0:
+            pytest.skip("cannot bind-mount here")
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(mount)], check=True)
+    elif case == "flag":
+        args = ["--rounds", "-1", *args]
+    else:
+        env = {k: v for k, v in env.items() if k not in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")}
+    try:
+        if front == "flower":
+            before = snapshot(ws)
+            rc, said = _done(_flower(ws, env, *args))
+            assert rc != 0 and len(said.strip().splitlines()) == 1, said
+        else:
+            from tests.e2e.kernel import Kernel
+
+            k = Kernel(ws, env)
+            try:
+                # %load_ext reads what the folder remembers (SQLite may leave its -shm beside the
+                # database for a reader): the refused cell is the one after it.
+                k.run("%load_ext flower_magic")
+                before = snapshot(ws)
+                line = " ".join(f'"{a}"' if " " in a else a for a in args)
+                res = k.run(f"%flower {line}")
+            finally:
+                k.close()
+            assert res.status == "error" and len(res.errors) == 1, res.text
+            assert "Traceback" not in res.text
+        assert snapshot(ws) == before
+    finally:
+        if mount is not None:
+            subprocess.run(["umount", str(mount)], check=False)

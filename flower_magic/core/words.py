@@ -489,6 +489,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "pill_unknown": "结束了",
         "previous_found": "上一次运行没留下结束记录,这次开始时查到:{how}",
         "step_none": "第一步之前",
+        "see_help": "flower -h 列出所有参数",
     },
     "en": {
         "wake_head": "<- picking up in {where}",
@@ -967,6 +968,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "pill_unknown": "ended",
         "previous_found": "the previous run left no end record; found at this start: {how}",
         "step_none": "before the first step",
+        "see_help": "flower -h lists the flags",
     },
 }
 
