@@ -25,7 +25,7 @@ from flower_magic.core.result import INTERRUPTED, KILLED
 from flower_magic.core.words import say
 from flower_magic.testing import FakeAnthropic, Request, error, text
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 SPEC = AgentSpec(name="worker", instructions="", allowed_tools=[])
 # Nothing ends these waits but the API coming back or a stop: an hour of probes a minute apart.
@@ -62,6 +62,7 @@ async def _stopped_within(task: asyncio.Task[Any], what: str) -> float:
     return time.monotonic() - started
 
 
+@pytest.mark.anyio
 async def test_a_stop_ends_the_wait_for_the_api_at_once(
     fake_api: FakeAnthropic, fake_api_env: dict[str, str], workspace: Path
 ) -> None:
@@ -86,6 +87,7 @@ async def test_a_stop_ends_the_wait_for_the_api_at_once(
     assert not fake_api.requests
 
 
+@pytest.mark.anyio
 async def test_a_stop_ends_the_back_off(fake_api: FakeAnthropic, fake_api_env: dict[str, str], workspace: Path) -> None:
     """The API answers but is overloaded: the step backs off (here ten minutes); a stop ends it now."""
     fake_api.add(error(529, "Overloaded", times=None))
@@ -111,6 +113,7 @@ def _said(request: Request) -> int:
     return json.dumps(request.messages, ensure_ascii=False).count(WORDS)
 
 
+@pytest.mark.anyio
 async def test_words_during_the_wait_reach_the_model_once_it_is_back(
     fake_api: FakeAnthropic, fake_api_env: dict[str, str], workspace: Path
 ) -> None:
@@ -146,6 +149,7 @@ async def test_words_during_the_wait_reach_the_model_once_it_is_back(
     assert [r["error"] for r in manifest.read_rows(workspace / "runs")] == [None]
 
 
+@pytest.mark.anyio
 async def test_a_rescue_during_the_wait_is_one_row_when_the_step_then_ends(
     fake_api: FakeAnthropic, fake_api_env: dict[str, str], workspace: Path
 ) -> None:
@@ -179,3 +183,41 @@ def test_a_stop_stays_a_stop_when_words_follow(fake_api_env: dict[str, str], tmp
         assert not rt.words_waiting() and rt.take_words() is None
     finally:
         rt.close()
+
+
+@pytest.mark.anyio
+async def test_words_said_while_the_next_attempt_starts_join_the_words_before(
+    fake_api: FakeAnthropic, fake_api_env: dict[str, str], workspace: Path
+) -> None:
+    """Words cut the running turn and were taken for the next attempt's prompt; more words came while
+    that attempt's CLI started (the words said after an outage meet the same moment): the attempt
+    was cut before it said anything, and resumed with the new words only — the first were lost."""
+    first, second = "先说的-A1", "后说的-B2"
+    gate = threading.Event()
+    fake_api.add(text("还在写。", hold=gate), text("两句都照做了。"))
+    rt = Runtime(workspace=workspace, run_dir=workspace / "runs", resilience=False)
+
+    cuts: list[Event] = []
+
+    def sink(event: Event) -> None:
+        if event.kind == "retry" and event.payload.get("interrupt"):
+            cuts.append(event)
+            if len(cuts) == 1:
+                rt.interrupt(second)  # the first words are taken; the next attempt has not sent them yet
+
+    try:
+        task = asyncio.ensure_future(rt.run(SPEC, "写 a.txt", on_event=sink))
+        await _until(lambda: fake_api.requests, "the first request")
+        _from_another_thread(lambda: rt.interrupt(first))
+        done, _ = await asyncio.wait({task}, timeout=120)
+        assert done, "the step never ended"
+        result = task.result()
+    finally:
+        gate.set()
+        rt.close()
+    assert result.ok and result.text == "两句都照做了。", (result.error, result.errors)
+    resumed = fake_api.requests[-1]
+    said = json.dumps(resumed.messages, ensure_ascii=False)
+    assert said.count(first) == 1 and said.count(second) == 1, resumed.last_user_text
+    assert resumed.last_user_text.index(first) < resumed.last_user_text.index(second)
+    assert len(cuts) == 1  # one cut: the second words went with the attempt that was starting
