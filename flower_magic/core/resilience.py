@@ -2,7 +2,9 @@
 
 The Runtime calls ``classify`` on an attempt's error text; for a retryable kind it calls
 ``Resilience.wait_online`` (which probes the API endpoint until it answers a TCP handshake), then
-sleeps ``delay_for(attempt)`` and resumes the same session with ``resume_prompt``.
+sleeps ``delay_for(attempt)`` and resumes the same session with ``resume_prompt``. A stop ends either
+wait at once: the runtime cancels it (``Runtime._unless_stopped``); words said meanwhile go with the
+resume prompt.
 
 Guarantees:
     - ``classify`` checks FATAL before TRANSIENT: a 401 text that also says "connection" must stop the
@@ -15,6 +17,8 @@ Guarantees:
       exception.
     - ``resume_prompt`` carries no error detail: the model needs "you were interrupted, go on", not
       whether it was ENOTFOUND or a 503.
+    - ``wait_online`` can be cancelled at any await (a stop during an outage): a name lookup under way
+      is abandoned, not waited for (its thread ends on its own).
 Not guaranteed:
     - That a reachable endpoint serves requests: a TCP handshake says the network is back, not that
       the gateway is healthy. The back-off and the attempt budget cover the rest.

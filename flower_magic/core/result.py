@@ -84,3 +84,12 @@ def interrupt_prompt(words: str | None) -> str:
     """The prompt that resumes a session after a human interrupt."""
     head = INTERRUPT_WITH_WORDS.format(said=words) if words else INTERRUPT_SILENT
     return f"{head}\n\n{INTERRUPT_NOTE}"
+
+
+def with_words(prompt: str, words: str, join: str) -> str:
+    """``prompt`` followed by words a person said before it was sent (while its CLI started, or while
+    the step waited out an outage): they go with it instead of cutting a turn that has not begun. The
+    note about cut tool calls is said once."""
+    if INTERRUPT_NOTE in prompt:
+        return f"{prompt}{join}{INTERRUPT_WITH_WORDS.format(said=words)}"
+    return f"{prompt}{join}{interrupt_prompt(words)}" if prompt else interrupt_prompt(words)

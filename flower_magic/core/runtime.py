@@ -15,9 +15,22 @@ Guarantees:
     - A remark (``interrupt`` with words) cuts the session running now and resumes it with them,
       except a gate's own session (``takes_words=False``, the judge): the words then wait
       (``words_waiting`` / ``take_words``) for the step it judges; a stop still ends it. Words said
-      while no attempt runs go with the next attempt's prompt.
+      while no attempt runs go with the next attempt's prompt, after what it already says (words
+      said while its CLI starts are added to it, never put in its place).
+    - A stop (``interrupt(resume=False)``, from any thread) is heard in every state of a step: an
+      attempt is cut, and a wait between attempts — the probes of an outage (up to an hour), the
+      back-off, another writer settling — ends at once (an ``asyncio.Event`` set through
+      ``call_soon_threadsafe``): the step ends ``interrupted-by-human`` with one manifest row and
+      the outage among its ``errors``. A stop stays a stop: words said after it do not resume the step.
+    - Words said during such a wait are kept (the person is told, ``words_kept_offline``), do not
+      shorten it, and go with the first prompt once the API answers again: once.
+    - A step recorded by ``rescue`` (the process going) is one manifest row, also when the step then
+      ends after all; rescued during a wait it reads ``killed-by-signal``, not the outage's error.
 Not guaranteed:
     - In-flight subagent work survives an interrupt or an outage (it is replayed by the agent).
+    - Words said during an outage reach the model if the attempt that carries them fails again
+      before the CLI stored its prompt (they are in 需求.md; the next run finds what a session never
+      received).
 """
 
 from __future__ import annotations
@@ -28,10 +41,10 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from flower_magic.core import manifest
 from flower_magic.core.agent import AgentSpec, build_options
@@ -52,12 +65,15 @@ from flower_magic.core.result import (
     Plan,
     StepResult,
     interrupt_prompt,
+    with_words,
 )
 from flower_magic.core.rundir import RunDir
 from flower_magic.core.storage import SESSIONS_ENV, RunStore, default_store
 from flower_magic.core.succession import Turn, check_model, make_room, watch_context
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 __all__ = ["HANDOFF_DUE", "INTERRUPTED", "INTERRUPT_NOTE", "KILLED", "Runtime", "StepResult"]
 
@@ -154,6 +170,9 @@ class Runtime:
         self._resume_after_interrupt = True
         self._takes_words = True  # False while a gate's session runs (the judge): a remark waits for the step
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop_asked: asyncio.Event | None = None  # set (in the loop) when a stop comes: ends any wait
+        self._between = False  # the step waits between attempts (an outage, a back-off): words are kept
+        self._sink: Sink | None = None  # the running step's on_event, for what the runtime says from a thread
         self._client: Any = None
         self._cli_interrupt_sent = False
         self._interrupt_task: asyncio.Future[None] | None = None
@@ -205,23 +224,41 @@ class Runtime:
         Safe from any thread. The CLI is also asked to end its turn at once, so a long tool call does
         not have to finish first.
 
+        A stop also ends a wait between attempts at once (an outage, a back-off, another writer
+        settling): the step ends ``interrupted-by-human`` without waiting for the API. Words said then
+        wait for it: they go with the first prompt sent once it answers again.
+
         Args:
             message: what the person said (may be empty); added to words said before that no
                 attempt took yet.
             resume: False ends the step instead (``error == "interrupted-by-human"``), keeping its
-                session for the next run — a notebook's Interrupt button means "stop here".
+                session for the next run — a notebook's Interrupt button means "stop here". A stop
+                stays a stop: words said after it do not start the step again (the front ends have
+                written them to 需求.md, where the next run finds them).
         """
         with self._interrupt_lock:
+            if self._stopping():
+                resume, message = False, ""
+            new_words = resume and bool(message)
             waiting = self._interrupt if self._resume_after_interrupt else None
             if resume and waiting:
                 # Words said again before the session took the first ones: all of them go, in order.
                 message = f"{waiting}\n\n{message}" if message else waiting
             self._interrupt = message or ""
             self._resume_after_interrupt = resume
-        loop, client = self._loop, self._client
-        if loop is not None and client is not None and not loop.is_closed():
-            with contextlib.suppress(RuntimeError):
+            loop, stop_asked, between = self._loop, self._stop_asked, self._between
+        client = self._client
+        if loop is None or loop.is_closed():
+            return
+        # The loop may be another thread's (the kernel's Interrupt, the inbox, a Ctrl-C): everything that
+        # touches it is handed over with call_soon_threadsafe, which also wakes a loop asleep in a wait.
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: its run is over
+            if not resume and stop_asked is not None:
+                loop.call_soon_threadsafe(stop_asked.set)
+            if client is not None:
                 loop.call_soon_threadsafe(self._send_cli_interrupt)
+            elif new_words and between:
+                loop.call_soon_threadsafe(self._say_words_kept)
 
     def _send_cli_interrupt(self, *, winding_down: bool = False) -> None:
         client = self._client
@@ -242,6 +279,52 @@ class Runtime:
         with self._interrupt_lock:
             words, self._interrupt = self._interrupt, None
             return words
+
+    def _stopping(self) -> bool:
+        """A stop waits to be taken (``interrupt(resume=False)``)."""
+        return self._interrupt is not None and not self._resume_after_interrupt
+
+    def _say_words_kept(self) -> None:
+        """In the loop: words came while the step waits between attempts (an outage): say they are kept."""
+        if self._between and self._takes_words and self.words_waiting():
+            payload = {"step": self._current.step if self._current else "", "words_kept": True}
+            self._emit(self._sink, Event("retry", self.say("words_kept_offline"), payload=payload))
+
+    async def _unless_stopped(self, waiting: Awaitable[T]) -> tuple[bool, T | None]:
+        """Await ``waiting`` unless a stop comes first, which cancels it.
+
+        Returns:
+            ``(True, None)`` when a stop came (before or during the wait), else ``(False, its value)``.
+        """
+        stop_asked = self._stop_asked
+        if (stop_asked is not None and stop_asked.is_set()) or self._stopping():
+            if asyncio.iscoroutine(waiting):
+                waiting.close()  # never started: no "was never awaited" warning
+            return True, None
+        if stop_asked is None:  # not inside ``run`` (nothing can wake it): a plain wait
+            return False, await waiting
+        task = asyncio.ensure_future(waiting)
+        stop = asyncio.ensure_future(stop_asked.wait())
+        try:
+            await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for pending in (task, stop):
+                if not pending.done():
+                    pending.cancel()
+            # Let the cancelled one finish (a probe closes its socket) before the step goes on or ends.
+            await asyncio.wait({task, stop})
+        if stop_asked.is_set():  # the stop wins, even over a wait that ended at the same moment
+            if not task.cancelled():
+                task.exception()  # retrieved: an error of a wait nobody waits for any more is not logged as lost
+            return True, None
+        return False, task.result()
+
+    def _stopped_between(self, result: StepResult) -> bool:
+        """A stop ended a wait between attempts: the step ends as a stop mid-attempt would, and the stop
+        is taken (it is this step's, not the next one's)."""
+        self._take_interrupt()
+        result.ok, result.error = False, INTERRUPTED
+        return False
 
     def _cuts(self) -> bool:
         """An interrupt is waiting and the attempt running now is to be cut for it: not while a
@@ -279,7 +362,8 @@ class Runtime:
             cur = self._current
             if cur is not None and cur not in self.results:
                 cur.ended_at = time.time()
-                cur.error = cur.error or KILLED
+                # Between attempts the error is the last attempt's (an outage): not why the step ended.
+                cur.error = KILLED if self._between or not cur.error else cur.error
                 self.results.append(cur)
             self._persist()
         except Exception:
@@ -331,7 +415,12 @@ class Runtime:
         self._note_network_fs(on_event)
         result = StepResult(step=step_name or spec.name, started_at=time.time())
         self._current = result
-        self._loop = asyncio.get_running_loop()
+        with self._interrupt_lock:
+            self._loop = asyncio.get_running_loop()
+            self._stop_asked = asyncio.Event()
+            if self._stopping():  # a stop said between steps: this step ends before its CLI starts
+                self._stop_asked.set()
+        self._sink = on_event
         self._watermark, self._floor, self._announce = 0, 0, announce_context
         self._takes_words = takes_words
         self._opening = opening if resume else prompt
@@ -400,7 +489,9 @@ class Runtime:
         finally:
             result.ended_at = time.time()
             self._current = None
-            self._loop = None
+            with self._interrupt_lock:
+                self._loop, self._stop_asked = None, None
+            self._sink = None
             self._takes_words = True
             if not any(r is result for r in self.results):  # a rescue (a shutdown) already recorded it
                 self.results.append(result)
@@ -497,13 +588,23 @@ class Runtime:
             self._emit(on_event, Event("retry", text, payload={"step": result.step, "attempt": attempt}))
 
         note(self.say("retry_note", attempt=attempt, kind=kind))
-        if not await policy.wait_online(note, lang=self.lang):
-            from flower_magic.core.resilience import human_wait
+        self._between = True
+        try:
+            # Up to an hour of probes, then the back-off: a stop ends either at once (``interrupt``).
+            stopped, online = await self._unless_stopped(policy.wait_online(note, lang=self.lang))
+            if stopped:
+                return self._stopped_between(result)
+            if not online:
+                from flower_magic.core.resilience import human_wait
 
-            wait = human_wait(policy.max_offline_wait, self.lang)
-            result.error = f"{result.error} | {self.say('offline_gave_up', wait=wait)}"
-            return False
-        await asyncio.sleep(policy.delay_for(attempt))
+                wait = human_wait(policy.max_offline_wait, self.lang)
+                result.error = f"{result.error} | {self.say('offline_gave_up', wait=wait)}"
+                return False
+            stopped, _ = await self._unless_stopped(asyncio.sleep(policy.delay_for(attempt)))
+            if stopped:
+                return self._stopped_between(result)
+        finally:
+            self._between = False
         return True
 
     def _should_hand_off(self, result: StepResult, fresh: int) -> bool:
@@ -548,7 +649,13 @@ class Runtime:
 
         from flower_magic.core.local_copy import backfill, set_aside_local_copy
 
-        await self.other_writers.before_attempt(self, plan, result, on_event)
+        if self._writing_handoff:  # a hand-off is written even on a stop (the successor's attempt ends)
+            await self.other_writers.before_attempt(self, plan, result, on_event)
+        else:
+            stopped, _ = await self._unless_stopped(self.other_writers.before_attempt(self, plan, result, on_event))
+            if stopped:
+                result.ok, result.error = False, INTERRUPTED
+                return
         if plan.session_id and not plan.resume:
             set_aside_local_copy(self.workspace, plan.session_id, self.env)
         elif plan.resume:
@@ -563,11 +670,19 @@ class Runtime:
             await client.connect()
             tie(client)  # Windows: the CLI joins this process's kill-on-close job
             self._client = client
+            prompt = plan.prompt
             if self._cuts():
-                # An interrupt that arrived while the CLI was starting: nothing to cut yet.
-                result.error = INTERRUPTED
-                return
-            await client.query(plan.prompt)
+                # An interrupt that arrived while the CLI was starting (or while the step waited out an
+                # outage): nothing to cut yet. A stop ends the step; words go with this prompt, so words
+                # already in it (said before) are not dropped for the new ones.
+                if self._stopping():
+                    result.error = INTERRUPTED
+                    return
+                words = self.take_words()
+                if words:
+                    # The plan carries them from here: an attempt that starts the session again says them again.
+                    plan.prompt = prompt = with_words(prompt, words, OPENING_JOIN)
+            await client.query(prompt)
             async for message in client.receive_response():
                 self._see_session(message, result)
                 if self._cuts() and not self._cli_interrupt_sent:

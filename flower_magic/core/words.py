@@ -490,6 +490,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "previous_found": "上一次运行没留下结束记录,这次开始时查到:{how}",
         "step_none": "第一步之前",
         "see_help": "flower -h 列出所有参数",
+        "words_kept_offline": "你的话记下了:正在等 API 恢复,恢复后随续跑的第一句话一起发给它",
     },
     "en": {
         "wake_head": "<- picking up in {where}",
@@ -969,6 +970,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "previous_found": "the previous run left no end record; found at this start: {how}",
         "step_none": "before the first step",
         "see_help": "flower -h lists the flags",
+        "words_kept_offline": "your words are kept: flower is waiting for the API; they go to the agent with the first message once it answers again",
     },
 }
 
