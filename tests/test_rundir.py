@@ -49,3 +49,63 @@ def test_a_notebook_shows_the_words_and_print_too(workspace: Path, monkeypatch: 
     assert pretty(facts) == str(facts) == facts.describe("en")
     assert say("facts_woke_none", "en") in str(facts)
     assert repr(facts).startswith("Snapshot(")  # the data's own repr stays for debugging
+
+
+# Every name flower gives a file or folder of a run, and the one module that spells it.
+_NAME_OWNERS = {
+    "runs": "core/rundir.py",
+    ".flower": "core/rundir.py",
+    "notes": "core/rundir.py",
+    "spill": "core/rundir.py",
+    "archive": "core/rundir.py",
+    "需求.md": "core/rundir.py",
+    "目标.md": "core/rundir.py",
+    "诉求.md": "core/rundir.py",
+    "问答记录.md": "core/rundir.py",
+    "sessions.db": "core/storage.py",
+    "store.json": "core/storage.py",
+    "run.lock": "core/runlock.py",
+    "lineage.json": "core/lineage.py",
+    "manifest.json": "core/manifest.py",
+    "events.jsonl": "core/live.py",
+    "events.1.jsonl": "core/live.py",
+    "live.json": "core/live.py",
+    "inbox": "core/live.py",
+    "runner.log": "core/live.py",
+}
+# The same letters standing for something else than a file.
+_NOT_A_FILE = {("core/human.py", "inbox")}  # the agent's inbox tool (mcp__human__inbox)
+# panel/ and server.py change on another branch of issue 23; their names turn to RunDir's there.
+_PANEL_PENDING = {
+    ("panel/run_summary.py", "notes"),
+    ("panel/run_summary.py", "runs"),
+    ("panel/run_summary.py", "sessions.db"),
+    ("panel/run_summary.py", "store.json"),
+    ("panel/transcript.py", "sessions.db"),
+    ("server.py", "runs"),
+}
+
+
+def test_every_run_dir_name_is_spelled_once_by_its_owner() -> None:
+    """Issue 23 (4): "runs" was spelled in 5 places, "sessions.db" on 6 lines of 4 files, run.lock in
+    two modules and the Q&A log's name in two: a rename in one would leave the others reading another
+    file. A string that is one of these names (or a path of them, ".flower/spill") appears only in the
+    module that owns it; every other module asks ``RunDir`` or that owner's constant."""
+    import ast
+
+    import flower_magic
+
+    package = Path(flower_magic.__file__).parent
+    found = set()
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package).as_posix()
+        if rel.startswith("testing/"):
+            continue  # the fake API and the demo model speak for the model, not for flower
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+                continue
+            parts = node.value.strip("/").split("/")
+            for part in parts if all(p in _NAME_OWNERS for p in parts) else []:
+                if _NAME_OWNERS[part] != rel and (rel, part) not in _NOT_A_FILE:
+                    found.add((rel, part))
+    assert sorted(found - _PANEL_PENDING) == []

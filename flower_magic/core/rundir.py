@@ -23,8 +23,11 @@ Guarantees:
     - ``RunDir.snapshot`` reads, never writes, never raises for a missing or unreadable file, and
       never imports the SDK: it is what the wake banner, ``--status``, the ``flower`` command, the
       panel and the default workflow all read.
-    - Every file name of a run is spelled here (or, for the two files with their own module, in
-      ``core.lineage``, ``core.manifest`` and ``core.live``, and named here from there).
+    - Every file name of a run is spelled here, or in the module that owns the file (``core.lineage``,
+      ``core.manifest``, ``core.live``, ``core.runlock``, ``core.storage`` for sessions.db and
+      store.json, ``core.handoff`` for the hand-offs) and named here from there. Every other module
+      asks ``RunDir`` (or that owner's constant); the names are the original runtime's, so a
+      directory it left is read as it is.
     - ``own_files`` and ``own_folders`` read at most the notes folder's names; they never follow a link.
 Not guaranteed:
     - Reads through a link planted after preflight (``snapshot`` and the readers may follow one; no
@@ -44,13 +47,12 @@ from flower_magic.core import lineage as lineage_file
 from flower_magic.core import live as live_file
 from flower_magic.core import manifest as manifest_file
 from flower_magic.core import note as note_file
+from flower_magic.core import runlock as runlock_file
+from flower_magic.core import storage as store_file
 from flower_magic.core.handoff import HANDOFF_ARCHIVE, HANDOFF_PREFIX
 from flower_magic.core.printable import printable
 
 DEFAULT_RUN_DIR = "runs"
-SESSIONS_DB = "sessions.db"
-STORE_RECORD = "store.json"  # which session store the run uses, never its credentials (core.storage)
-RUN_LOCK = "run.lock"
 WORKBENCH_DIRNAME = ".flower"
 NOTES_DIRNAME = "notes"
 ARCHIVE_DIRNAME = "archive"
@@ -60,7 +62,7 @@ GOAL_NAME = "目标.md"
 # The request exactly as the person said it, written before anything else runs: a process killed in
 # its first seconds (before the clarifier's session holds the prompt) must not lose what was asked.
 TASK_NAME = "诉求.md"
-QA_LOG_NAME = "问答记录.md"  # the questions and answers of a run (workflow.starter.LOG_NAME; a test keeps them equal)
+QA_LOG_NAME = "问答记录.md"  # the questions and answers of a run (core.human writes it)
 # SQLite's files beside sessions.db: it opens them by name, following a link like any other program.
 SQLITE_SIDE_SUFFIXES = ("-wal", "-shm", "-journal")
 TASK_MAX_READ_BYTES = 16 * 1024 * 1024  # far past the largest task a model can take (front/options.py)
@@ -97,11 +99,11 @@ class RunDir:
 
     @property
     def sessions_db(self) -> Path:
-        return self.path / SESSIONS_DB
+        return self.path / store_file.SESSIONS_DB
 
     @property
     def store_record(self) -> Path:
-        return self.path / STORE_RECORD
+        return self.path / store_file.STORE_RECORD
 
     @property
     def lineage(self) -> Path:
@@ -117,7 +119,7 @@ class RunDir:
 
     @property
     def run_lock(self) -> Path:
-        return self.path / RUN_LOCK
+        return self.path / runlock_file.LOCK_NAME
 
     @property
     def events(self) -> Path:
@@ -163,8 +165,17 @@ class RunDir:
         return self.notes / TASK_NAME
 
     @property
+    def qa_log(self) -> Path:
+        return self.notes / QA_LOG_NAME
+
+    @property
     def archive(self) -> Path:
         return self.notes / ARCHIVE_DIRNAME
+
+    @property
+    def handoffs_archive(self) -> Path:
+        """``archive/交接/``: earlier hand-offs of a step, kept when a new one is written (``core.handoff``)."""
+        return self.archive / HANDOFF_ARCHIVE
 
     @property
     def spill(self) -> Path:
@@ -176,7 +187,7 @@ class RunDir:
         """The folders flower makes and writes in, besides the run dir itself: ``.flower`` and its notes,
         spill and archive folders, and the run dir's ``inbox``. None of them may be a link."""
         workbench = self.workspace / WORKBENCH_DIRNAME
-        return [workbench, self.notes, self.spill, self.archive, self.archive / HANDOFF_ARCHIVE, self.inbox]
+        return [workbench, self.notes, self.spill, self.archive, self.handoffs_archive, self.inbox]
 
     def own_files(self) -> list[Path]:
         """Every file flower writes, truncates, renames or deletes in the run dir and in the notes (the
@@ -186,7 +197,7 @@ class RunDir:
         run = [db, *(db.with_name(db.name + suffix) for suffix in SQLITE_SIDE_SUFFIXES)]
         run += [self.store_record, self.lineage, self.manifest, self.manifest_lock, self.run_lock]
         run += [self.events, self.old_events, self.live, self.runner_log]
-        notes = [self.brief, self.goal, self.task, self.notes / QA_LOG_NAME]
+        notes = [self.brief, self.goal, self.task, self.qa_log]
         notes += [note_file.record_path(self.brief), note_file.record_path(self.goal)]
         try:
             is_folder = not os.path.islink(self.notes) and self.notes.is_dir()

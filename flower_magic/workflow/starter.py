@@ -52,7 +52,6 @@ from flower_magic.workflow.judge import (
 )
 from flower_magic.workflow.roles import worker
 
-LOG_NAME = "问答记录.md"
 NEW_CMD = "/new"
 
 WORK_PROMPT = "照这份需求做:\n\n{brief}"
@@ -311,7 +310,7 @@ def apply_start(
         # On disk before any session exists: a kill in the first seconds keeps what was asked.
         write_atomic(task_path, (ask + "\n").encode("utf-8"))
     channel = HumanChannel(
-        on_event=on_event, max_asks=max_asks, timeout_s=timeout_s, log_path=notes / LOG_NAME, amend_path=brief_path
+        on_event=on_event, max_asks=max_asks, timeout_s=timeout_s, log_path=rd.qa_log, amend_path=brief_path
     )
     amended = plan.amend and channel.amend(said, label=WAKE_LABEL)
 
