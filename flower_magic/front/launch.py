@@ -153,9 +153,7 @@ class Launch:
         opts = self.opts
         self.check()
         seen = self.look()
-        self.start = plan_start(
-            opts.task, self.rundir, new=opts.new, lang=opts.lang, sessions=opts.sessions, cut_short=seen.resumable
-        )
+        self.start = plan_start(opts.task, self.rundir, cut_short=seen.resumable, new=opts.new, lang=opts.lang)
         self._store = self._open_store(remote_only=True)
         return self.start
 

@@ -231,17 +231,14 @@ class StartPlan:
     save_task: bool
 
 
-def plan_start(
-    ask: str, rundir: RunDir, *, new: bool = False, lang: str = "zh", sessions: str = "", cut_short: bool | None = None
-) -> StartPlan:
+def plan_start(ask: str, rundir: RunDir, *, cut_short: bool, new: bool = False, lang: str = "zh") -> StartPlan:
     """Decide what a start with ``ask`` does in ``rundir``. Reads only.
 
     Args:
         ask: the request (fresh directory) or a phrase said at wake (``""`` = just continue).
+        cut_short: a clarification was cut short here (``unfinished_clarification``, which the caller
+            has already asked: it reads the run's store).
         new: archive the previous brief, goals and lineage first, then start fresh.
-        sessions: the run's ``--sessions`` (where a cut-short clarifier's session is looked for).
-        cut_short: whether a clarification was cut short here, when the caller already knows
-            (``unfinished_clarification``); None = find out.
 
     Raises:
         NoTaskError: ``ask`` is empty and there is nothing to continue (no confirmed brief, no
@@ -254,12 +251,8 @@ def plan_start(
         # A request cut short before its brief: what is said now adds to it, it does not replace it.
         earlier = "" if new else rundir.saved_task()
         ask = f"{earlier}\n\n{ask}" if ask and earlier and ask not in earlier else ask or earlier
-    if not waking and not ask:
-        resumable = not new and (
-            cut_short if cut_short is not None else unfinished_clarification(rundir.workspace, rundir.path, sessions)
-        )
-        if not resumable:
-            raise NoTaskError(say("need_ask", lang))
+    if not waking and not ask and (new or not cut_short):
+        raise NoTaskError(say("need_ask", lang))
     said = ask if waking else ""
     brief_text = (read_note(rundir.brief) or "") if waking else ""
     return StartPlan(
@@ -369,5 +362,6 @@ def starter_flow(
     """Assemble the default workflow for ``ask`` in ``workspace``: ``plan_start`` then ``apply_start``
     (``settings`` are the latter's). A mistake (``NoTaskError``) is raised before anything is written."""
     lang = str(settings.get("lang", "zh"))
-    plan = plan_start(ask, RunDir.at(workspace, run_dir), new=new, lang=lang, sessions=sessions)
-    return apply_start(plan, **settings)
+    rundir = RunDir.at(workspace, run_dir)
+    cut_short = not new and unfinished_clarification(rundir.workspace, rundir.path, sessions)
+    return apply_start(plan_start(ask, rundir, cut_short=cut_short, new=new, lang=lang), **settings)
