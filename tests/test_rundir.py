@@ -109,3 +109,38 @@ def test_every_run_dir_name_is_spelled_once_by_its_owner() -> None:
                 if _NAME_OWNERS[part] != rel and (rel, part) not in _NOT_A_FILE:
                     found.add((rel, part))
     assert sorted(found - _PANEL_PENDING) == []
+
+
+def test_a_clarification_cut_short_is_read_once_with_the_rest(workspace: Path) -> None:
+    """Issue 23 (4): whether a clarification was cut short was derived a second time from the same
+    files (需求.md, lineage.json, 诉求.md) after the snapshot had read them; it is one of its facts now,
+    the store asked through ``holds`` only when the clarifier's session is all that can tell."""
+    from flower_magic.core.rundir import CLARIFY_STEP, RunDir
+    from flower_magic.workflow.clarify import STEP_NAME
+
+    assert STEP_NAME == CLARIFY_STEP
+    rd = RunDir.at(workspace)
+    asked: list[str] = []
+
+    def holds(_: RunDir, sid: str) -> bool:
+        asked.append(sid)
+        return sid == "s-held"
+
+    assert not rd.snapshot(holds=holds).cut_short and asked == []  # a fresh directory
+    _lineage(workspace, 1, {CLARIFY_STEP: "s-gone"})
+    assert not rd.snapshot(holds=holds).cut_short and asked == ["s-gone"]
+    (rd.path / "lineage.json").write_text(
+        json.dumps({"workspace": str(workspace), "woke": 1, "steps": {CLARIFY_STEP: "s-held"}}), encoding="utf-8"
+    )
+    assert rd.snapshot(holds=holds).cut_short
+    assert not rd.snapshot().cut_short  # no store to ask: the session does not count
+    rd.notes.mkdir(parents=True)
+    rd.task.write_text("做个计算器\n", encoding="utf-8")
+    assert rd.snapshot().cut_short  # the request is on disk
+    rd.task.unlink()
+    rd.brief.write_text("## 目标\n我自己写的半份需求\n", encoding="utf-8")  # a person's own, incomplete
+    assert rd.snapshot().cut_short
+    done = "## 目标\n计算器\n\n## 验收标准\n- 能加\n\n## 边界\n无\n\n## 未知与假设\n无\n"
+    rd.brief.write_text(done, encoding="utf-8")
+    facts = rd.snapshot(holds=holds)
+    assert facts.waking and not facts.cut_short  # a confirmed brief: it wakes, nothing is cut short

@@ -67,6 +67,7 @@ QA_LOG_NAME = "问答记录.md"  # the questions and answers of a run (core.huma
 SQLITE_SIDE_SUFFIXES = ("-wal", "-shm", "-journal")
 TASK_MAX_READ_BYTES = 16 * 1024 * 1024  # far past the largest task a model can take (front/options.py)
 WORK_STEP = "干活"
+CLARIFY_STEP = "确认需求"  # the clarifier's step (workflow.clarify): lineage names its session under it
 # Snapshot.describe: values wider than this (a session id) do not push every meaning to the right.
 DESCRIBE_ALIGN_COLS = 24
 
@@ -218,17 +219,28 @@ class RunDir:
         except OSError:
             return ""
 
-    def snapshot(self, *, context_of: Callable[[RunDir, str], int] | None = None) -> Snapshot:
-        """What this run would wake up to, read without writing a byte.
+    def snapshot(
+        self,
+        *,
+        context_of: Callable[[RunDir, str], int] | None = None,
+        holds: Callable[[RunDir, str], bool] | None = None,
+    ) -> Snapshot:
+        """What this run would wake up to, read without writing a byte (需求.md and lineage.json once).
 
         Args:
             context_of: the last context size (tokens) of a session, from wherever its transcript is
                 stored (a front end passes the store's reader; core cannot import stores).
+            holds: whether the run's store holds a session (the same reader), asked only when the
+                clarifier's session is all that tells whether a clarification was cut short; without
+                it, that session does not count.
         """
         from flower_magic.core.brief import Brief
+        from flower_magic.core.brief import read as read_brief
         from flower_magic.core.goal import Goal
 
-        brief = Brief.load(self.brief)
+        note = read_brief(self.brief)
+        brief = Brief.parse(note.text) if note.text is not None else None
+        waking = brief is not None and brief.complete()
         goal = Goal.load(self.goal)
         lin = lineage_file.Lineage.open(self.path, self.workspace)
         work = lin.steps.get(WORK_STEP)
@@ -238,15 +250,23 @@ class RunDir:
                 context = int(context_of(self, work))
             except Exception:
                 context = 0
+        task = self.saved_task()
+        clarifier = lin.steps.get(CLARIFY_STEP)
+        cut_short = not waking and (
+            bool(note.is_edited and (note.text or "").strip())  # a person's own 需求.md: the clarifier takes it up
+            or bool(task)  # the request is on disk: a run killed before its session held it starts again
+            or bool(clarifier and holds is not None and _asked(holds, self, clarifier))
+        )
         return Snapshot(
             rundir=self,
-            waking=bool(brief is not None and brief.complete()),
+            waking=waking,
             checks=len(goal.checks) if goal is not None else 0,
             woke=lin.woke,
             steps=dict(lin.steps),
             problem=lin.problem,
             work_context=context,
-            task=self.saved_task(),
+            task=task,
+            cut_short=cut_short,
         )
 
 
@@ -257,6 +277,13 @@ def wake_state(workspace: str | Path = ".", *, run_dir: str | Path | None = None
     is not read here: that needs the store).
     """
     return RunDir.at(workspace, run_dir).snapshot()
+
+
+def _asked(holds: Callable[[RunDir, str], bool], rundir: RunDir, session_id: str) -> bool:
+    try:
+        return bool(holds(rundir, session_id))
+    except Exception:
+        return False  # a store that cannot answer holds nothing we can continue
 
 
 @dataclass(frozen=True)
@@ -272,6 +299,9 @@ class Snapshot:
         problem: why lineage.json cannot be used (the next run keeps it aside), else None.
         work_context: the work session's last context size in tokens (0 when unknown).
         task: the request as last said (``诉求.md``), "" when none.
+        cut_short: a clarification was cut short here, so a run with nothing said continues it: no
+            complete brief, but a person wrote 需求.md by hand, the request is on disk (``task``), or
+            lineage names the clarifier's session and the run's store holds it.
     """
 
     rundir: RunDir
@@ -282,6 +312,7 @@ class Snapshot:
     problem: str | None = None
     work_context: int = 0
     task: str = ""
+    cut_short: bool = False
 
     def describe(self, lang: str | None = None) -> str:
         """Each field with its value and what it means, in ``lang`` (default: ``FLOWER_LANG``, else zh).

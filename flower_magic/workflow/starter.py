@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flower_magic.core import brief as brief_note
 from flower_magic.core.brief import WAKE_LABEL, Brief, remarks
 from flower_magic.core.durable import write_atomic
 from flower_magic.core.errors import UserError
@@ -186,28 +185,6 @@ def _taking_in(step: Step) -> Step:
     return dataclasses.replace(step, reduce=reduced)
 
 
-def unfinished_clarification(workspace: str | Path, run_dir: str | Path | None = None, sessions: str = "") -> bool:
-    """A clarification was cut short here: no complete brief, but a person wrote 需求.md by hand, the
-    request is on disk (``诉求.md``), or lineage names the clarifier's session and the run's store
-    holds it (``sessions``: the run's ``--sessions``), so ``flower`` with nothing said can continue it.
-    Read-only."""
-    rd = RunDir.at(workspace, run_dir)
-    now = brief_note.read(rd.brief)
-    brief = Brief.parse(now.text) if now.text is not None else None
-    if brief is not None and brief.complete():
-        return False
-    if now.is_edited and (now.text or "").strip():
-        return True  # a person's own 需求.md, not yet four sections: the clarifier picks it up
-    if rd.saved_task():
-        return True  # the request is on disk: a run killed before its session held it starts again
-    sid = Lineage.open(rd.path, rd.workspace).steps.get(CLARIFY_STEP)
-    if not sid:
-        return False
-    from flower_magic.stores.backend import has_session
-
-    return has_session(rd, sid, sessions=sessions)
-
-
 @dataclass(frozen=True)
 class StartPlan:
     """What a start will do, decided before a byte is written (``plan_start``); ``apply_start`` does it.
@@ -236,8 +213,8 @@ def plan_start(ask: str, rundir: RunDir, *, cut_short: bool, new: bool = False, 
 
     Args:
         ask: the request (fresh directory) or a phrase said at wake (``""`` = just continue).
-        cut_short: a clarification was cut short here (``unfinished_clarification``, which the caller
-            has already asked: it reads the run's store).
+        cut_short: a clarification was cut short here (``Snapshot.cut_short``, which the caller has
+            already read: it asks the run's store).
         new: archive the previous brief, goals and lineage first, then start fresh.
 
     Raises:
@@ -362,6 +339,8 @@ def starter_flow(
     """Assemble the default workflow for ``ask`` in ``workspace``: ``plan_start`` then ``apply_start``
     (``settings`` are the latter's). A mistake (``NoTaskError``) is raised before anything is written."""
     lang = str(settings.get("lang", "zh"))
+    from flower_magic.stores.backend import has_session
+
     rundir = RunDir.at(workspace, run_dir)
-    cut_short = not new and unfinished_clarification(rundir.workspace, rundir.path, sessions)
-    return apply_start(plan_start(ask, rundir, cut_short=cut_short, new=new, lang=lang), **settings)
+    facts = rundir.snapshot(holds=lambda rd, sid: has_session(rd, sid, sessions=sessions))
+    return apply_start(plan_start(ask, rundir, cut_short=facts.cut_short, new=new, lang=lang), **settings)
