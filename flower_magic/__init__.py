@@ -55,11 +55,20 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'flower_magic' has no attribute {name!r}")
     if name == "Runtime":
-        # The default store (sessions.db, pruned on load) registers itself; core does not import it.
-        importlib.import_module("flower_magic.stores")
+        _wire_default_store()
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
+
+
+def _wire_default_store() -> None:
+    """Give ``Runtime(...)`` without ``store=`` its default: the store FLOWER_SESSIONS or the run dir's
+    store.json names (sessions.db when neither does), pruned and trimmed on load. Done here, where the
+    public name is composed, because core may not import stores (see ``core.storage``)."""
+    from flower_magic.core.storage import register_default
+    from flower_magic.stores.backend import open_store
+
+    register_default(open_store)
 
 
 def __dir__() -> list[str]:

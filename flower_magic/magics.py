@@ -183,26 +183,21 @@ def _on_exit_now(change: Any) -> None:
         _rescue_all()
 
 
+HELP_LANG = pick_lang_or_default()  # ``%config FlowerMagics`` says its help in FLOWER_LANG's language at import
+
+
 @magics_class
 class FlowerMagics(Magics):
     """Settings that persist across cells: ``%config FlowerMagics.lang = "en"`` and so on."""
 
-    lang = Unicode("", help="zh (the default) or en; empty = FLOWER_LANG or zh").tag(config=True)
-    rounds = Int(DEFAULT_ROUNDS, help="judged work rounds per wake").tag(config=True)
-    timeout = Float(1800.0, help="seconds to wait for an answer to the agent's question; <=0 never").tag(config=True)
-    verbose = Bool(False, help="also show subagents, thinking and tool output").tag(config=True)
-    run_dir = Unicode("", help="run dir (relative = under the notebook's directory); empty = runs").tag(config=True)
-    workspace = Unicode(
-        "", help="the folder runs are bound to (relative = under the kernel's starting folder); empty = the notebook's"
-    ).tag(config=True)
-    context = Bool(
-        True, help="give the agent the notebook's variables, recent cells and tools (False = --no-context)"
-    ).tag(config=True)
-    sessions = Unicode(
-        "",
-        help="where sessions live: postgresql://user@host:port/db (its password is kept aside, never shown);"
-        " empty = FLOWER_SESSIONS, else the run dir's sessions.db",
-    ).tag(config=True)
+    lang = Unicode("", help=say("config_lang", HELP_LANG)).tag(config=True)
+    rounds = Int(DEFAULT_ROUNDS, help=say("config_rounds", HELP_LANG)).tag(config=True)
+    timeout = Float(1800.0, help=say("config_timeout", HELP_LANG)).tag(config=True)
+    verbose = Bool(False, help=say("config_verbose", HELP_LANG)).tag(config=True)
+    run_dir = Unicode("", help=say("config_run_dir", HELP_LANG)).tag(config=True)
+    workspace = Unicode("", help=say("config_workspace", HELP_LANG)).tag(config=True)
+    context = Bool(True, help=say("config_context", HELP_LANG)).tag(config=True)
+    sessions = Unicode("", help=say("config_sessions", HELP_LANG)).tag(config=True)
 
     @validate("sessions")
     def _sessions_without_password(self, proposal: Any) -> str:

@@ -147,7 +147,6 @@ def _options(spec: dict[str, Any]) -> GoOptions:
 
 
 def main() -> int:
-    from flower_magic.core.live import RUNNER_LOG_NAME
     from flower_magic.front.launch import Launch, end_on_signals
 
     try:
@@ -163,7 +162,7 @@ def main() -> int:
         _tell(f"error {type(exc).__name__}: {exc}")
         return 2
     _tell(f"{READY} {os.getpid()}")
-    _to_log(launch.rundir.path / RUNNER_LOG_NAME)
+    _to_log(launch.rundir.runner_log)
     end_on_signals(launch)  # until the process ends
     outcome = launch.run()
     if launch.error is not None and not isinstance(launch.error, FlowerError):

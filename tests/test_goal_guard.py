@@ -9,6 +9,7 @@ test_cli_flow.py's wake-gets-its-own-rounds case.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from pathlib import Path
 from types import SimpleNamespace
@@ -558,3 +559,23 @@ def test_unheard_verdict(steps: list[str], texts: list[str], oks: list[bool], ex
     assert (verdict.reason if verdict else None) == expected
     if verdict is not None and expected == "还差一条。":
         assert verdict.failed == ["a 能运行"] and "a 能运行" in verdict.feedback()
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_flowers_own_reason_is_said_in_the_persons_language_and_the_worker_reads_the_original(
+    tmp_path: Path, lang: str
+) -> None:
+    """Issue 23 (4): the reasons flower gives a verdict itself (unclear, amended, overruled) were Chinese
+    literals, so the "rounds used" ending told an English person "判定者没给出明确结论,按未达成处理". The
+    worker still reads the original runtime's words."""
+    from flower_magic.core.words import say
+
+    rows = [{"step": "干活", "text": "w", "ok": True}, {"step": "干活·判定#1", "text": "嗯……", "ok": True}]
+    verdict = unheard_verdict(rows, "干活")
+    assert verdict is not None and verdict.reason == UNCLEAR and UNCLEAR in verdict.feedback()
+    assert verdict.reason_for(lang) == say("judge_unclear", lang)
+    step = with_goal(Step("干活", WORKER, "做"), HumanChannel(), goal_path=goal_path(tmp_path), rounds=1, lang=lang)
+    assert step.why is not None
+    why = step.why(None, {"_verdict": verdict})
+    assert say("judge_unclear", lang) in why
+    assert (re.search(r"[\u4e00-\u9fff]", why) is None) == (lang == "en")

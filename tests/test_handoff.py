@@ -35,6 +35,7 @@ from flower_magic.core.handoff import (
     remember_overflow,
     safe_step,
 )
+from flower_magic.core.rundir import RunDir
 from flower_magic.core.sections import read_sections, strip_fences
 
 SAMPLE = """好的,交接如下。
@@ -407,15 +408,17 @@ def test_handoff_prompt() -> None:
 
 
 def test_handoff_path_is_stable_and_archives(tmp_path: Path) -> None:
-    notes = tmp_path / "notes"
-    first = handoff_path(notes, "干活")
+    rd = RunDir.at(tmp_path)
+    notes, archive = rd.notes, rd.handoffs_archive
+    assert archive == tmp_path / ".flower" / "notes" / "archive" / "交接"  # the original runtime's names
+    first = handoff_path(notes, "干活", archive=archive)
     assert first == notes / "交接-干活.md"
-    assert handoff_path(notes, "干活") == first  # nothing there yet: nothing archived
+    assert handoff_path(notes, "干活", archive=archive) == first  # nothing there yet: nothing archived
     assert not (notes / "archive").exists()
     first.parent.mkdir(parents=True)
     for generation in range(3):
         first.write_text(f"第 {generation} 代", encoding="utf-8")
-        assert handoff_path(notes, "干活") == first
+        assert handoff_path(notes, "干活", archive=archive) == first
         assert not first.exists()
     archived = sorted((notes / "archive" / "交接").glob("干活-*.md"))
     assert len(archived) == 3  # three moves in (probably) one second: no overwrite
@@ -436,7 +439,7 @@ def test_handoff_path_is_stable_and_archives(tmp_path: Path) -> None:
 )
 def test_safe_step(tmp_path: Path, step: str, safe: str) -> None:
     assert safe_step(step) == safe
-    path = handoff_path(tmp_path, step)
+    path = handoff_path(tmp_path, step, archive=tmp_path / "archive")
     assert path.parent == tmp_path and path.name == f"交接-{safe}.md"
 
 

@@ -76,6 +76,29 @@ def test_stores_export_both_stores_without_the_sdk() -> None:
     assert [m for m in HEAVY if m in loaded] == []
 
 
+def test_importing_the_stores_registers_nothing(tmp_path: Path) -> None:
+    """Issue 23 (4): importing ``flower_magic.stores`` filled core's store registry as a side effect, so
+    whether ``Runtime(workspace=...)`` had a store depended on what some other module had imported.
+    Now only the public ``flower_magic.Runtime`` wires the default; core's own class asks for a store."""
+    ws = str(tmp_path / "ws")
+    probe = f"""
+import flower_magic.stores
+from flower_magic.core.runtime import Runtime
+try:
+    Runtime(workspace={ws!r})
+except LookupError:
+    print("no default")
+from flower_magic import Runtime as Public
+rt = Public(workspace={ws!r})
+print(type(rt.store).__name__)
+rt.close()
+"""
+    env = {**os.environ, "ANTHROPIC_API_KEY": "sk-test", "CLAUDE_CONFIG_DIR": str(tmp_path / "claude")}
+    env.pop("FLOWER_SESSIONS", None)
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.split() == ["no", "default", "PruningSessionStore"]
+
+
 def _imports(path: Path) -> set[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     names: set[str] = set()
@@ -116,14 +139,15 @@ def _module_of(path: Path) -> str:
     return ".".join(parts)
 
 
-def _runtime_imports(path: Path, modules: set[str]) -> set[str]:
-    """Modules of this package ``path`` imports when it runs (``if TYPE_CHECKING:`` blocks excluded;
-    imports inside functions included: they are arrows too). ``from pkg import sub`` is an arrow to
-    ``pkg.sub`` only: the package's own ``__init__`` running first is how Python imports, not a choice."""
+def _runtime_imports(path: Path, modules: set[str], *, hints: bool = False) -> set[str]:
+    """Modules of this package ``path`` imports when it runs (``if TYPE_CHECKING:`` blocks excluded
+    unless ``hints``; imports inside functions included: they are arrows too). ``from pkg import sub`` is
+    an arrow to ``pkg.sub`` only: the package's own ``__init__`` running first is how Python imports,
+    not a choice."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     skip: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+        if not hints and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             skip.update(id(n) for n in ast.walk(node))
     names: set[str] = set()
     for node in ast.walk(tree):
@@ -139,10 +163,12 @@ def _runtime_imports(path: Path, modules: set[str]) -> set[str]:
     return {n for n in names if n.startswith("flower_magic")}
 
 
-def _graph() -> dict[str, set[str]]:
+def _graph(*, hints: bool = False) -> dict[str, set[str]]:
     paths = {_module_of(p): p for p in PACKAGE.rglob("*.py")}
     modules = set(paths)
-    return {m: {n for n in _runtime_imports(p, modules) if n in modules and n != m} for m, p in paths.items()}
+    return {
+        m: {n for n in _runtime_imports(p, modules, hints=hints) if n in modules and n != m} for m, p in paths.items()
+    }
 
 
 def test_layers_point_one_way() -> None:
@@ -165,9 +191,8 @@ def test_layers_point_one_way() -> None:
     assert offenders == []
 
 
-def test_no_import_cycles() -> None:
-    """Issue 11 (d): no module reaches itself through the imports it runs."""
-    graph = _graph()
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that reach each other through ``graph``'s arrows."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -195,7 +220,19 @@ def test_no_import_cycles() -> None:
     for node in sorted(graph):
         if node not in index:
             visit(node)
-    assert cycles == []
+    return cycles
+
+
+def test_no_import_cycles() -> None:
+    """Issue 11 (d): no module reaches itself through the imports it runs."""
+    assert _cycles(_graph()) == []
+
+
+def test_no_cycles_through_type_hints_either() -> None:
+    """Issue 23 (4): ``core.succession`` imported ``core.runtime`` for its type hints while the runtime
+    imported succession, to reach into ten of its private fields: a circle ``test_no_import_cycles``
+    did not see, because a hint's import never runs. A reader follows it all the same."""
+    assert _cycles(_graph(hints=True)) == []
 
 
 def test_magics_load_without_the_workflow_or_the_sdk() -> None:
@@ -283,3 +320,68 @@ def test_load_ext_imports_the_sdk_in_the_background_after_its_cell() -> None:
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120)
     assert "DURING False" in out.stdout and "AFTER True True" in out.stdout, out.stdout + out.stderr
+
+
+# Private names of other libraries that flower must reach, each with why no public way exists.
+FOREIGN_PRIVATES = {
+    # claude_agent_sdk's client holds the CLI process it spawned only there: its pid goes into the
+    # Windows kill-on-close job, and its pipes are closed before the event loop ends.
+    ("core/launcher.py", "_transport"): "the SDK's CLI process (no public handle)",
+    ("core/launcher.py", "_process"): "the SDK's CLI process (no public handle)",
+    # ipykernel's only hook on a widget's messages while a cell is running (the subshell router).
+    ("display/ask.py", "_reply_subshell_for"): "ipykernel's comm router (no public hook)",
+    # ipykernel says whether the front end takes input() only in this flag (nbclient and papermill do not).
+    ("magics.py", "_allow_stdin"): "ipykernel's stdin flag (no public accessor)",
+    # IPython names each cell's code; which cell a traceback starts in is only in its compiler's map.
+    ("kernel.py", "_filename_map"): "IPython's cell-name map (no public reverse lookup)",
+}
+
+
+def _own_names(tree: ast.Module) -> set[str]:
+    """The private names a module defines itself: its functions and methods, class attributes and
+    fields, and what it assigns to ``self.``/``cls.`` (a module may use its own privates anywhere)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and _is_own(node.value):
+            names.add(node.attr)
+    return {n for n in names if n.startswith("_")}
+
+
+def _is_own(node: ast.expr | None) -> bool:
+    return isinstance(node, ast.Name) and node.id in ("self", "cls")
+
+
+def _private_reaches(tree: ast.Module) -> list[tuple[int, str]]:
+    """``x._name`` (x not ``self``/``cls``) and ``getattr(x, "_name")`` / ``setattr`` / ``hasattr``."""
+    found = []
+    for node in ast.walk(tree):
+        name = ""
+        if isinstance(node, ast.Attribute) and not _is_own(node.value):
+            name = node.attr
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("getattr", "setattr", "hasattr"):
+            key = node.args[1] if len(node.args) > 1 else None
+            if isinstance(key, ast.Constant) and isinstance(key.value, str) and not _is_own(node.args[0]):
+                name = key.value
+        if name.startswith("_") and not (name.startswith("__") and name.endswith("__")):
+            found.append((node.lineno, name))
+    return found
+
+
+def test_no_module_touches_another_modules_private_names() -> None:
+    """Issue 23 (4): ``core.succession`` read and wrote ten private fields of ``Runtime`` in 34 places
+    (``rt._watermark``, ``rt._floor``...), so neither could change without the other. A module uses only
+    the public names of another (a private name it defines itself is its own); a library's private name
+    that flower must reach is in ``FOREIGN_PRIVATES`` with its reason."""
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        own = _own_names(tree)
+        for line, name in _private_reaches(tree):
+            if name not in own and (rel, name) not in FOREIGN_PRIVATES:
+                offenders.append(f"{rel}:{line}: {name}")
+    assert offenders == []

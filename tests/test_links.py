@@ -314,12 +314,6 @@ def test_archiving_on_new_moves_a_link_never_its_target(workspace: Path, out: Pa
     assert fingerprint(out) == outside
 
 
-def test_the_question_logs_name_is_spelled_alike_in_the_run_dir_and_the_starter() -> None:
-    from flower_magic.workflow.starter import LOG_NAME
-
-    assert LOG_NAME == QA_LOG_NAME
-
-
 # -- the real command -------------------------------------------------------------------------------------
 
 

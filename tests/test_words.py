@@ -75,8 +75,14 @@ def test_every_phrase_is_said_somewhere() -> None:
     assert unused == []
 
 
-# The places Python code speaks to a person directly: a print, a UsageError, a widget's text.
-_SPEAKING_CALLS = {"print", "write", "UsageError", "HTML", "Label", "Button", "Text", "Textarea", "display"}
+# The places Python code speaks to a person directly: a print, a UsageError, a widget's text, a step's
+# stop (its reason is the run's last line).
+_SPEAKING_CALLS = {
+    *("print", "write", "display", "UsageError", "StepAbort"),
+    *("HTML", "Label", "Button", "Text", "Textarea"),
+}
+# Keywords that speak whatever they are given to: a setting's help (``%config FlowerMagics`` prints it).
+_SPEAKING_KEYWORDS = {"help"}
 # What may stand as it is: the program's name before its line, argparse's frame.
 _FRAMES = ("flower: error: ", "flower: ", "%flower: ")
 
@@ -104,7 +110,8 @@ def _literal(node: ast.expr) -> str:
 
 def test_python_says_nothing_to_a_person_that_is_not_from_the_tables() -> None:
     """Issue 11 (4): a line written straight into a print, a UsageError, a widget or a user error
-    bypasses the tables and ignores the language. The demo model (flower_magic/testing) speaks for
+    bypasses the tables and ignores the language. Issue 23 (4): so did ``%config FlowerMagics``'s help
+    and a step's stop. The demo model (flower_magic/testing) speaks for
     the model, not for flower, and is not checked."""
     speaking = _SPEAKING_CALLS | _user_error_classes()
     found = []
@@ -115,9 +122,10 @@ def test_python_says_nothing_to_a_person_that_is_not_from_the_tables() -> None:
             if not isinstance(node, ast.Call):
                 continue
             name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
-            if name not in speaking:
-                continue
-            for arg in [*node.args, *(k.value for k in node.keywords)]:
+            said = [k.value for k in node.keywords if k.arg in _SPEAKING_KEYWORDS]
+            if name in speaking:
+                said += [*node.args, *(k.value for k in node.keywords)]
+            for arg in said:
                 text = _literal(arg)
                 if text in _FRAMES:
                     continue
@@ -148,3 +156,17 @@ def test_the_panel_code_holds_no_words_of_its_own() -> None:
             if WORDY.search(text):
                 found.append(f"{path.name}:{code.count(chr(10), 0, match.start()) + 1}: {match.group(0)[:70]}")
     assert found == []
+
+
+def test_config_help_is_said_in_flower_lang() -> None:
+    """Issue 23 (4): ``%config FlowerMagics`` printed its settings' help in English whatever FLOWER_LANG
+    said (literals in the traits); now in the language ``%flower?`` uses for the flags."""
+    import os
+    import subprocess
+    import sys
+
+    probe = "from flower_magic.magics import FlowerMagics as M; print(M.class_traits()['sessions'].help)"
+    for lang in words.LANGS:
+        env = {**os.environ, "FLOWER_LANG": lang}
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env)
+        assert out.stdout.strip() == words.say("config_sessions", lang)

@@ -15,7 +15,7 @@ import os
 import shutil
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from flower_magic.core.project import config_dir
@@ -219,7 +219,7 @@ class SessionBusy(FlowerError):
         super().__init__(session_busy_line(session_id, path, pids=pids, waited_s=waited_s, lang=lang))
 
 
-def has_credentials(environ: dict[str, str] | os._Environ[str] | None = None) -> bool:
+def has_credentials(environ: Mapping[str, str] | None = None) -> bool:
     """True when an API key, a token, a cloud provider or a Claude login is configured."""
     env = os.environ if environ is None else environ
     if any(env.get(k) for k in CREDENTIAL_VARS) or any(env.get(k) for k in CLOUD_VARS):

@@ -11,11 +11,14 @@ ask, retry, step, handoff, notice (something about the run dir a person should k
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 Sink = Callable[["Event"], None]
+
+log = logging.getLogger(__name__)
 
 TOOL_SUMMARY_CHARS = 200  # enough to recognise a command or path, short enough for one line
 TOOL_RESULT_CHARS = 500
@@ -47,6 +50,17 @@ class Event:
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "text": self.text, "tool": self.tool, "payload": self.payload}
+
+
+def emit(sink: Sink | None, event: Event) -> None:
+    """Hand ``event`` to ``sink`` (if any). A sink that raises is logged, never lets the run down: what
+    shows a run must not end it."""
+    if sink is None:
+        return
+    try:
+        sink(event)
+    except Exception:
+        log.warning("showing a %s event failed", event.kind, exc_info=True)
 
 
 def context_of(usage: dict[str, Any] | None) -> int:

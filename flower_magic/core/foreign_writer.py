@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Protocol
 
 from flower_magic.core.errors import SessionBusy, logged
-from flower_magic.core.events import Event, Sink
+from flower_magic.core.events import Event, Sink, emit
 from flower_magic.core.project import local_transcript
 from flower_magic.core.result import Plan, StepResult
 
@@ -244,9 +244,7 @@ class OtherWriters:
         payload = {"step": result.step, "foreign_writer": sid}
 
         def notice(text: str) -> None:
-            if on_event is not None:
-                with logged(log, "notice"):
-                    on_event(Event("retry", text, payload=payload))
+            emit(on_event, Event("retry", text, payload=payload))
 
         await settle(
             local_transcript(runs.workspace, sid, runs.env),

@@ -351,7 +351,7 @@ _UNSAFE_RE = re.compile(r'[/\\:*?"<>|]')
 
 
 HANDOFF_PREFIX = "交接-"  # <notes>/交接-<step>.md (core.rundir counts them among the files flower writes)
-HANDOFF_ARCHIVE = "交接"  # earlier hand-offs: <notes>/archive/交接/
+HANDOFF_ARCHIVE = "交接"  # earlier hand-offs: <notes>/archive/交接/ (core.rundir: RunDir.handoffs_archive)
 
 
 def safe_step(step: str) -> str:
@@ -359,19 +359,22 @@ def safe_step(step: str) -> str:
     return _UNSAFE_RE.sub("", step).strip() or "step"
 
 
-def handoff_path(notes_dir: Path, step: str) -> Path:
+def handoff_path(notes: Path, step: str, *, archive: Path) -> Path:
     """Where the hand-off of ``step`` goes: ``<notes>/交接-<safe step>.md``.
 
-    An existing file there is first moved to ``<notes>/archive/交接/<safe>-<YYYYmmdd-HHMMSS>.md``
-    (``-1``, ``-2``… when that name is taken), so earlier hand-offs are kept.
+    An existing file there is first moved to ``<archive>/<safe>-<YYYYmmdd-HHMMSS>.md`` (``-1``, ``-2``…
+    when that name is taken), so earlier hand-offs are kept.
+
+    Args:
+        notes: the notes folder (``RunDir.notes``).
+        archive: where earlier hand-offs go (``RunDir.handoffs_archive``: ``<notes>/archive/交接``).
 
     Raises:
         OSError: the old hand-off exists but cannot be moved aside.
     """
     safe = safe_step(step)
-    path = notes_dir / f"{HANDOFF_PREFIX}{safe}.md"
+    path = notes / f"{HANDOFF_PREFIX}{safe}.md"
     if path.exists():
-        archive = notes_dir / "archive" / HANDOFF_ARCHIVE
         archive.mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         n = 0

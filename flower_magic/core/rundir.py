@@ -23,8 +23,11 @@ Guarantees:
     - ``RunDir.snapshot`` reads, never writes, never raises for a missing or unreadable file, and
       never imports the SDK: it is what the wake banner, ``--status``, the ``flower`` command, the
       panel and the default workflow all read.
-    - Every file name of a run is spelled here (or, for the two files with their own module, in
-      ``core.lineage``, ``core.manifest`` and ``core.live``, and named here from there).
+    - Every file name of a run is spelled here, or in the module that owns the file (``core.lineage``,
+      ``core.manifest``, ``core.live``, ``core.runlock``, ``core.storage`` for sessions.db and
+      store.json, ``core.handoff`` for the hand-offs) and named here from there. Every other module
+      asks ``RunDir`` (or that owner's constant); the names are the original runtime's, so a
+      directory it left is read as it is.
     - ``own_files`` and ``own_folders`` read at most the notes folder's names; they never follow a link.
 Not guaranteed:
     - Reads through a link planted after preflight (``snapshot`` and the readers may follow one; no
@@ -44,13 +47,12 @@ from flower_magic.core import lineage as lineage_file
 from flower_magic.core import live as live_file
 from flower_magic.core import manifest as manifest_file
 from flower_magic.core import note as note_file
+from flower_magic.core import runlock as runlock_file
+from flower_magic.core import storage as store_file
 from flower_magic.core.handoff import HANDOFF_ARCHIVE, HANDOFF_PREFIX
 from flower_magic.core.printable import printable
 
 DEFAULT_RUN_DIR = "runs"
-SESSIONS_DB = "sessions.db"
-STORE_RECORD = "store.json"  # which session store the run uses, never its credentials (core.storage)
-RUN_LOCK = "run.lock"
 WORKBENCH_DIRNAME = ".flower"
 NOTES_DIRNAME = "notes"
 ARCHIVE_DIRNAME = "archive"
@@ -60,11 +62,12 @@ GOAL_NAME = "目标.md"
 # The request exactly as the person said it, written before anything else runs: a process killed in
 # its first seconds (before the clarifier's session holds the prompt) must not lose what was asked.
 TASK_NAME = "诉求.md"
-QA_LOG_NAME = "问答记录.md"  # the questions and answers of a run (workflow.starter.LOG_NAME; a test keeps them equal)
+QA_LOG_NAME = "问答记录.md"  # the questions and answers of a run (core.human writes it)
 # SQLite's files beside sessions.db: it opens them by name, following a link like any other program.
 SQLITE_SIDE_SUFFIXES = ("-wal", "-shm", "-journal")
 TASK_MAX_READ_BYTES = 16 * 1024 * 1024  # far past the largest task a model can take (front/options.py)
 WORK_STEP = "干活"
+CLARIFY_STEP = "确认需求"  # the clarifier's step (workflow.clarify): lineage names its session under it
 # Snapshot.describe: values wider than this (a session id) do not push every meaning to the right.
 DESCRIBE_ALIGN_COLS = 24
 
@@ -97,11 +100,11 @@ class RunDir:
 
     @property
     def sessions_db(self) -> Path:
-        return self.path / SESSIONS_DB
+        return self.path / store_file.SESSIONS_DB
 
     @property
     def store_record(self) -> Path:
-        return self.path / STORE_RECORD
+        return self.path / store_file.STORE_RECORD
 
     @property
     def lineage(self) -> Path:
@@ -117,7 +120,7 @@ class RunDir:
 
     @property
     def run_lock(self) -> Path:
-        return self.path / RUN_LOCK
+        return self.path / runlock_file.LOCK_NAME
 
     @property
     def events(self) -> Path:
@@ -163,8 +166,17 @@ class RunDir:
         return self.notes / TASK_NAME
 
     @property
+    def qa_log(self) -> Path:
+        return self.notes / QA_LOG_NAME
+
+    @property
     def archive(self) -> Path:
         return self.notes / ARCHIVE_DIRNAME
+
+    @property
+    def handoffs_archive(self) -> Path:
+        """``archive/交接/``: earlier hand-offs of a step, kept when a new one is written (``core.handoff``)."""
+        return self.archive / HANDOFF_ARCHIVE
 
     @property
     def spill(self) -> Path:
@@ -176,7 +188,7 @@ class RunDir:
         """The folders flower makes and writes in, besides the run dir itself: ``.flower`` and its notes,
         spill and archive folders, and the run dir's ``inbox``. None of them may be a link."""
         workbench = self.workspace / WORKBENCH_DIRNAME
-        return [workbench, self.notes, self.spill, self.archive, self.archive / HANDOFF_ARCHIVE, self.inbox]
+        return [workbench, self.notes, self.spill, self.archive, self.handoffs_archive, self.inbox]
 
     def own_files(self) -> list[Path]:
         """Every file flower writes, truncates, renames or deletes in the run dir and in the notes (the
@@ -186,7 +198,7 @@ class RunDir:
         run = [db, *(db.with_name(db.name + suffix) for suffix in SQLITE_SIDE_SUFFIXES)]
         run += [self.store_record, self.lineage, self.manifest, self.manifest_lock, self.run_lock]
         run += [self.events, self.old_events, self.live, self.runner_log]
-        notes = [self.brief, self.goal, self.task, self.notes / QA_LOG_NAME]
+        notes = [self.brief, self.goal, self.task, self.qa_log]
         notes += [note_file.record_path(self.brief), note_file.record_path(self.goal)]
         try:
             is_folder = not os.path.islink(self.notes) and self.notes.is_dir()
@@ -207,17 +219,28 @@ class RunDir:
         except OSError:
             return ""
 
-    def snapshot(self, *, context_of: Callable[[RunDir, str], int] | None = None) -> Snapshot:
-        """What this run would wake up to, read without writing a byte.
+    def snapshot(
+        self,
+        *,
+        context_of: Callable[[RunDir, str], int] | None = None,
+        holds: Callable[[RunDir, str], bool] | None = None,
+    ) -> Snapshot:
+        """What this run would wake up to, read without writing a byte (需求.md and lineage.json once).
 
         Args:
             context_of: the last context size (tokens) of a session, from wherever its transcript is
                 stored (a front end passes the store's reader; core cannot import stores).
+            holds: whether the run's store holds a session (the same reader), asked only when the
+                clarifier's session is all that tells whether a clarification was cut short; without
+                it, that session does not count.
         """
         from flower_magic.core.brief import Brief
+        from flower_magic.core.brief import read as read_brief
         from flower_magic.core.goal import Goal
 
-        brief = Brief.load(self.brief)
+        note = read_brief(self.brief)
+        brief = Brief.parse(note.text) if note.text is not None else None
+        waking = brief is not None and brief.complete()
         goal = Goal.load(self.goal)
         lin = lineage_file.Lineage.open(self.path, self.workspace)
         work = lin.steps.get(WORK_STEP)
@@ -227,15 +250,23 @@ class RunDir:
                 context = int(context_of(self, work))
             except Exception:
                 context = 0
+        task = self.saved_task()
+        clarifier = lin.steps.get(CLARIFY_STEP)
+        cut_short = not waking and (
+            bool(note.is_edited and (note.text or "").strip())  # a person's own 需求.md: the clarifier takes it up
+            or bool(task)  # the request is on disk: a run killed before its session held it starts again
+            or bool(clarifier and holds is not None and _asked(holds, self, clarifier))
+        )
         return Snapshot(
             rundir=self,
-            waking=bool(brief is not None and brief.complete()),
+            waking=waking,
             checks=len(goal.checks) if goal is not None else 0,
             woke=lin.woke,
             steps=dict(lin.steps),
             problem=lin.problem,
             work_context=context,
-            task=self.saved_task(),
+            task=task,
+            cut_short=cut_short,
         )
 
 
@@ -246,6 +277,13 @@ def wake_state(workspace: str | Path = ".", *, run_dir: str | Path | None = None
     is not read here: that needs the store).
     """
     return RunDir.at(workspace, run_dir).snapshot()
+
+
+def _asked(holds: Callable[[RunDir, str], bool], rundir: RunDir, session_id: str) -> bool:
+    try:
+        return bool(holds(rundir, session_id))
+    except Exception:
+        return False  # a store that cannot answer holds nothing we can continue
 
 
 @dataclass(frozen=True)
@@ -261,6 +299,9 @@ class Snapshot:
         problem: why lineage.json cannot be used (the next run keeps it aside), else None.
         work_context: the work session's last context size in tokens (0 when unknown).
         task: the request as last said (``诉求.md``), "" when none.
+        cut_short: a clarification was cut short here, so a run with nothing said continues it: no
+            complete brief, but a person wrote 需求.md by hand, the request is on disk (``task``), or
+            lineage names the clarifier's session and the run's store holds it.
     """
 
     rundir: RunDir
@@ -271,6 +312,7 @@ class Snapshot:
     problem: str | None = None
     work_context: int = 0
     task: str = ""
+    cut_short: bool = False
 
     def describe(self, lang: str | None = None) -> str:
         """Each field with its value and what it means, in ``lang`` (default: ``FLOWER_LANG``, else zh).

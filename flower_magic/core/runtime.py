@@ -49,8 +49,9 @@ from typing import Any, TypeVar
 from flower_magic.core import manifest
 from flower_magic.core.agent import AgentSpec, build_options
 from flower_magic.core.compact import CompactPolicy
+from flower_magic.core.context_watch import ContextWatch
 from flower_magic.core.errors import CredentialsError, ensure_dir, has_credentials, logged
-from flower_magic.core.events import Event, Sink, normalize, session_id_of
+from flower_magic.core.events import Event, Sink, emit, normalize, session_id_of
 from flower_magic.core.foreign_writer import OtherWriters
 from flower_magic.core.handoff import HandoffPolicy
 from flower_magic.core.launcher import cli_launcher, disconnect, launcher_env, tie, watchdog_mode
@@ -69,7 +70,8 @@ from flower_magic.core.result import (
 )
 from flower_magic.core.rundir import RunDir
 from flower_magic.core.storage import SESSIONS_ENV, RunStore, default_store
-from flower_magic.core.succession import Turn, check_model, make_room, watch_context
+from flower_magic.core.succession import Succession, Turn, check_model
+from flower_magic.core.words import pick_lang_or_default
 
 log = logging.getLogger(__name__)
 
@@ -105,12 +107,15 @@ class Runtime:
         resilience: outage policy (``True`` = defaults, ``False`` = one attempt only).
         handoff: context-full policy (``True`` = defaults, ``False`` = the CLI's auto-compaction).
         env: extra environment for the CLI.
-        store: where transcripts go (``core.storage.RunStore``); default: ``<run_dir>/sessions.db``,
-            pruned and trimmed on load (``flower_magic.stores.PruningSessionStore``).
+        store: where transcripts go (``core.storage.RunStore``); default, through the public
+            ``flower_magic.Runtime``: the store ``FLOWER_SESSIONS`` or the run dir's store.json names
+            (``<run_dir>/sessions.db`` when neither does), pruned and trimmed on load
+            (``flower_magic.stores.PruningSessionStore``).
         lang: the language of what the runtime itself says ("" = ``FLOWER_LANG``, else zh).
 
     Raises:
         CredentialsError: no API key, token or Claude login is configured.
+        LookupError: no ``store`` and no default registered (this class used without ``flower_magic``).
         PathError: the workspace or run dir cannot be created.
         ValueError: ``FLOWER_WATCHDOG`` is set to something other than auto, portable or off.
     """
@@ -144,7 +149,8 @@ class Runtime:
         self.portable = portable
         self.resilience: Resilience = _policy(resilience, Resilience)
         quiet_sdk_reader()
-        self.handoff: HandoffPolicy = _policy(handoff, HandoffPolicy)
+        # The context of the step running now, and what was said about it: one object, lent to succession.
+        self.context_watch = ContextWatch(_policy(handoff, HandoffPolicy))
         self.env: dict[str, str] = {"CLAUDE_CONFIG_DIR": str(config_dir()), **cli_retry_env(os.environ)}
         # The store's URL may carry a password: the agent (and whatever its shell runs) is not given it.
         if os.environ.get(SESSIONS_ENV):
@@ -176,19 +182,27 @@ class Runtime:
         self._client: Any = None
         self._cli_interrupt_sent = False
         self._interrupt_task: asyncio.Future[None] | None = None
-        self._watermark = 0
-        self._floor = 0  # tokens of the first request of the step's newest fresh session (0: none yet)
-        self._floor_pending = False
-        self._announce = True  # notices about the context go to the person (not for a gate's sessions)
-        self._near_said = False  # "near the hand-off line": once per runtime
-        self._squeeze_said = False  # "made room": once per runtime
-        self._writing_handoff = False
+        self._succession = Succession(
+            self.context_watch,
+            self.store,
+            project_key=self.project_key,
+            notes=rd.notes,
+            archive=rd.handoffs_archive,
+            attempt=self._attempt,
+            carry_on=self._continue,
+            lang=pick_lang_or_default(lang),
+        )
         self._model_checked = False
         self._closed = False
         self._opening: str | Callable[[], str] | None = None
         self._persisting = False
 
     # -- facts -----------------------------------------------------------------------------------
+
+    @property
+    def handoff(self) -> HandoffPolicy:
+        """When a session hands off (the context watch's policy)."""
+        return self.context_watch.policy
 
     @property
     def manifest_path(self) -> Path:
@@ -262,7 +276,7 @@ class Runtime:
 
     def _send_cli_interrupt(self, *, winding_down: bool = False) -> None:
         client = self._client
-        if client is None or self._cli_interrupt_sent or self._writing_handoff:
+        if client is None or self._cli_interrupt_sent or self.context_watch.writing_handoff:
             # A hand-off being written is not cut: the words go to the successor instead.
             return
         if not winding_down and not self._cuts():
@@ -288,7 +302,7 @@ class Runtime:
         """In the loop: words came while the step waits between attempts (an outage): say they are kept."""
         if self._between and self._takes_words and self.words_waiting():
             payload = {"step": self._current.step if self._current else "", "words_kept": True}
-            self._emit(self._sink, Event("retry", self.say("words_kept_offline"), payload=payload))
+            emit(self._sink, Event("retry", self.say("words_kept_offline"), payload=payload))
 
     async def _unless_stopped(self, waiting: Awaitable[T]) -> tuple[bool, T | None]:
         """Await ``waiting`` unless a stop comes first, which cancels it.
@@ -331,7 +345,7 @@ class Runtime:
         hand-off is written, and not a gate's session for a remark (a stop still ends it)."""
         return (
             self._interrupt is not None
-            and not self._writing_handoff
+            and not self.context_watch.writing_handoff
             and (self._takes_words or not self._resume_after_interrupt)
         )
 
@@ -421,7 +435,7 @@ class Runtime:
             if self._stopping():  # a stop said between steps: this step ends before its CLI starts
                 self._stop_asked.set()
         self._sink = on_event
-        self._watermark, self._floor, self._announce = 0, 0, announce_context
+        self.context_watch.start_step(announce=announce_context)
         self._takes_words = takes_words
         self._opening = opening if resume else prompt
         if resume and not fork and not self.holds_prompt(resume):
@@ -448,7 +462,7 @@ class Runtime:
                         plan = replace(plan, prompt=f"{plan.prompt}{OPENING_JOIN}{interrupt_prompt(words)}")
                         attempt -= 1
                         continue
-                    self._emit(
+                    emit(
                         on_event,
                         Event(
                             "retry",
@@ -461,7 +475,7 @@ class Runtime:
                     attempt -= 1
                     continue
                 if self._should_hand_off(result, fresh):
-                    room = await make_room(self, spec, plan.prompt, result, turn, on_event)
+                    room = await self._succession.make_room(spec, plan.prompt, result, turn, on_event)
                     if room is None:
                         break
                     if room.resume is None:
@@ -499,7 +513,7 @@ class Runtime:
             if self.persist_error is not None:
                 why = self.persist_error.strerror or type(self.persist_error).__name__
                 text = self.say("manifest_unwritten", path=self.manifest_path, step=result.step, why=why)
-                self._emit(on_event, Event("notice", text, payload={"manifest_error": why}))
+                emit(on_event, Event("notice", text, payload={"manifest_error": why}))
         return result
 
     async def recover(self, session_id: str) -> bool:
@@ -525,7 +539,7 @@ class Runtime:
         text = network_fs_line(self.run_dir, mount.fstype, mount.point, lang)
         journal = getattr(self.store, "journal_mode", None)
         payload = {"network_fs": mount.fstype, "mount_point": mount.point, "journal_mode": journal}
-        self._emit(on_event, Event("notice", text, payload=payload))
+        emit(on_event, Event("notice", text, payload=payload))
 
     def holds_prompt(self, session_id: str) -> bool:
         """The stored session already holds a prompt (its first entries are read, not the whole of it:
@@ -585,7 +599,7 @@ class Runtime:
             return False
 
         def note(text: str) -> None:
-            self._emit(on_event, Event("retry", text, payload={"step": result.step, "attempt": attempt}))
+            emit(on_event, Event("retry", text, payload={"step": result.step, "attempt": attempt}))
 
         note(self.say("retry_note", attempt=attempt, kind=kind))
         self._between = True
@@ -617,12 +631,7 @@ class Runtime:
         return is_overflow(result.error or "", *result.errors[fresh:])
 
     def _handoff_due(self, result: StepResult) -> bool:
-        return (
-            self.handoff.enabled
-            and not self._writing_handoff
-            and result.session_id is not None
-            and self._watermark >= self.handoff.at
-        )
+        return result.session_id is not None and self.context_watch.is_due()
 
     # -- one attempt -----------------------------------------------------------------------------
 
@@ -664,7 +673,7 @@ class Runtime:
         texts: list[str] = []
         self._cli_interrupt_sent = False
         # A fresh session's first request is the step's start-up size (system prompt, tools, prompt).
-        self._floor_pending = not plan.resume and not self._writing_handoff
+        self.context_watch.start_attempt(fresh=not plan.resume)
         client = ClaudeSDKClient(self._options(spec, plan))
         try:
             await client.connect()
@@ -752,24 +761,17 @@ class Runtime:
         elif event.kind == "text" and main:
             texts.append(event.text)
         if main and isinstance(event.payload.get("context"), int):
-            watch_context(self, int(event.payload["context"]), result, on_event)
+            self._succession.see(int(event.payload["context"]), result, on_event)
         if main and not self._model_checked and isinstance(event.payload.get("model"), str):
             self._model_checked = True
-            check_model(self, event.payload["model"], on_event)
-        self._emit(on_event, event)
+            check_model(self.env, event.payload["model"], on_event)
+        emit(on_event, event)
 
     def say(self, key: str, **fields: Any) -> str:
         """A phrase from ``core.words`` in this runtime's language (``lang``, else ``FLOWER_LANG``, else zh)."""
         from flower_magic.core.words import pick_lang_or_default, say
 
         return say(key, pick_lang_or_default(self.lang), **fields)
-
-    @staticmethod
-    def _emit(sink: Sink | None, event: Event) -> None:
-        if sink is None:
-            return
-        with logged(log, f"showing a {event.kind} event", logging.WARNING):
-            sink(event)
 
     def _persist(self) -> None:
         self._persisting = True

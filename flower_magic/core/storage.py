@@ -2,9 +2,17 @@
 
 The runtime is handed its store (``Runtime(store=...)``). A store is the SDK's ``SessionStore``
 (``append`` / ``load`` ...) plus the few synchronous reads the engine and the front ends make
-(``RunStore`` below): ``flower_magic.stores`` has the SQLite one in the run dir; another backend
-plugs in by implementing the same methods. When no store is passed, the default registered by
-``flower_magic.stores`` (imported by ``flower_magic.Runtime``) is used — core never imports it.
+(``RunStore`` below): ``flower_magic.stores`` has the SQLite one in the run dir and the PostgreSQL one;
+another backend plugs in by implementing the same methods.
+
+A front end always hands the runtime the store it opened (``front.launch``: opened in ``plan``, so a
+store that cannot be reached is said before a byte is written). Only the Python API's
+``Runtime(workspace=...)`` without ``store=`` asks for a default, and core cannot import
+``flower_magic.stores`` to make one (the layers point one way: stores import core). So the default is
+a hole core declares (``register_default`` / ``default_store``) and the package's face fills,
+explicitly, the first time ``flower_magic.Runtime`` is asked for (``flower_magic.__getattr__``).
+Importing a module registers nothing: ``import flower_magic.stores`` has no side effect, and
+``flower_magic.core.runtime.Runtime`` used directly must be given its store.
 
 Which store a run uses is one setting (``StoreLocation``): ``FLOWER_SESSIONS`` in the environment,
 ``flower --sessions URL``, ``%config FlowerMagics.sessions``; empty means the SQLite file in the run
@@ -22,12 +30,17 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
+from flower_magic.core import lineage as lineage_file
 from flower_magic.core.durable import write_atomic
 from flower_magic.core.errors import UserError
 from flower_magic.core.redaction import remember
 from flower_magic.core.words import say
 
 SESSIONS_ENV = "FLOWER_SESSIONS"
+# The run dir's files this module owns (``core.rundir.RunDir`` names them from here): the default
+# store's SQLite file, and the record of which store a run uses (never its credentials).
+SESSIONS_DB = "sessions.db"
+STORE_RECORD = "store.json"
 SQLITE, POSTGRES = "sqlite", "postgresql"
 _POSTGRES_SCHEMES = ("postgresql", "postgres")
 # Fields of a store record (store.json); a password is never one of them.
@@ -79,12 +92,10 @@ def default_store(sessions_db: Path, **kw: Any) -> RunStore:
     """The registered default store for a run dir's ``sessions.db``.
 
     Raises:
-        LookupError: nothing registered one (import ``flower_magic.stores``, or pass a store).
+        LookupError: nothing registered one (use ``flower_magic.Runtime``, or pass a store).
     """
     if not _default:
-        raise LookupError(
-            "no session store: pass Runtime(store=...), or import flower_magic.stores (flower_magic.Runtime does)"
-        )
+        raise LookupError("no session store: pass Runtime(store=...), or use flower_magic.Runtime (it registers one)")
     return _default[0](sessions_db, **kw)
 
 
@@ -210,7 +221,7 @@ class StoreMismatch(UserError, ValueError):
 def recorded_store(run_dir: Path) -> StoreLocation | None:
     """What ``<run_dir>/store.json`` says (None when absent or unreadable: the run dir's sessions.db)."""
     try:
-        data = json.loads((Path(run_dir) / "store.json").read_text(encoding="utf-8"))
+        data = json.loads((Path(run_dir) / STORE_RECORD).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return StoreLocation.from_record(data)
@@ -221,7 +232,7 @@ def record_store(run_dir: Path, location: StoreLocation) -> None:
     if location.is_default or recorded_store(run_dir) == location:
         return
     body = json.dumps(location.record(), indent=1, ensure_ascii=False) + "\n"
-    write_atomic(Path(run_dir) / "store.json", body.encode("utf-8"))
+    write_atomic(Path(run_dir) / STORE_RECORD, body.encode("utf-8"))
 
 
 def choose_store(run_dir: Path, setting: str | None, lang: str = "") -> StoreLocation:
@@ -240,9 +251,10 @@ def choose_store(run_dir: Path, setting: str | None, lang: str = "") -> StoreLoc
     if chosen is None:
         return recorded or StoreLocation()
     if recorded is None:
-        has_local = (Path(run_dir) / "sessions.db").is_file() and (Path(run_dir) / "lineage.json").is_file()
+        db = Path(run_dir) / SESSIONS_DB
+        has_local = db.is_file() and (Path(run_dir) / lineage_file.FILENAME).is_file()
         if has_local and not chosen.is_default:
-            raise StoreMismatch(run_dir, f"{SQLITE} ({Path(run_dir) / 'sessions.db'})", chosen.redacted, lang)
+            raise StoreMismatch(run_dir, f"{SQLITE} ({db})", chosen.redacted, lang)
         return chosen
     if recorded != chosen:
         raise StoreMismatch(run_dir, recorded.redacted, chosen.redacted, lang)

@@ -20,6 +20,7 @@ Not guaranteed:
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -37,8 +38,8 @@ FOLLOW_RENDER_S = 0.1  # a followed view re-renders at most 10 times a second
 class Attached:
     """One cell following one run: its view and the watch that feeds it."""
 
-    def __init__(self, view: RunView, watch: Any) -> None:
-        self.view, self.watch = view, watch
+    def __init__(self, view: RunView, watch: Any, thread: threading.Thread) -> None:
+        self.view, self.watch, self.thread = view, watch, thread
 
     @property
     def over(self) -> bool:
@@ -46,9 +47,7 @@ class Attached:
 
     def join(self, timeout: float | None = None) -> None:
         """Wait for the following thread (tests; a cell never waits)."""
-        thread = getattr(self.watch, "_thread", None)
-        if thread is not None:
-            thread.join(timeout)
+        self.thread.join(timeout)
 
     def stop(self) -> None:
         self.watch.stop()
@@ -127,5 +126,4 @@ def follow(
     watch = Watch(run_dir, view, lang, on_end=lambda end: _close(view, run_dir, end, lang), poll_s=poll_s or POLL_S)
     watch.step()  # what it said so far is in the cell's first display, not only in later updates
     view.show()
-    watch.follow()
-    return Attached(view, watch)
+    return Attached(view, watch, watch.follow())

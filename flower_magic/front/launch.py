@@ -127,15 +127,9 @@ class Launch:
     def look(self) -> Look:
         """What the directory holds (read once; read-only)."""
         if self._look is None:
-            from flower_magic.workflow.starter import unfinished_clarification
-
             facts = snapshot(self.rundir, self.opts.sessions)
             waking = facts.waking and not self.opts.new
-            rd = self.rundir
-            resumable = waking or (
-                not self.opts.new and unfinished_clarification(rd.workspace, rd.path, self.opts.sessions)
-            )
-            self._look = Look(facts, waking, resumable)
+            self._look = Look(facts, waking, waking or (facts.cut_short and not self.opts.new))
         return self._look
 
     def check(self) -> None:
@@ -156,9 +150,7 @@ class Launch:
         opts = self.opts
         self.check()
         seen = self.look()
-        self.start = plan_start(
-            opts.task, self.rundir, new=opts.new, lang=opts.lang, sessions=opts.sessions, cut_short=seen.resumable
-        )
+        self.start = plan_start(opts.task, self.rundir, cut_short=seen.resumable, new=opts.new, lang=opts.lang)
         self._store = self._open_store(remote_only=True)
         return self.start
 

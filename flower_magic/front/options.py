@@ -267,8 +267,12 @@ def model_session(opts: GoOptions) -> contextlib.AbstractContextManager[Any]:
 
 
 def snapshot(rundir: RunDir, sessions: str = "") -> Snapshot:
-    """What ``rundir`` holds, with the work session's context read from its store (``sessions``: the
-    run's ``--sessions``, whose password a PostgreSQL store is read with)."""
-    from flower_magic.stores.backend import last_context_of
+    """What ``rundir`` holds, with what its store says: the work session's context, and whether it holds
+    the clarifier's session (``sessions``: the run's ``--sessions``, whose password a PostgreSQL store
+    is read with)."""
+    from flower_magic.stores.backend import has_session, last_context_of
 
-    return rundir.snapshot(context_of=lambda rd, sid: last_context_of(rd, sid, sessions=sessions))
+    return rundir.snapshot(
+        context_of=lambda rd, sid: last_context_of(rd, sid, sessions=sessions),
+        holds=lambda rd, sid: has_session(rd, sid, sessions=sessions),
+    )

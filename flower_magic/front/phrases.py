@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from flower_magic.core import lineage as lineage_file
 from flower_magic.core.rundir import Snapshot
 from flower_magic.core.words import cols, human_elapsed, human_tokens, say, short_path
 from flower_magic.front.outcome import Outcome
@@ -43,7 +44,7 @@ def problem_line(facts: Snapshot, lang: str = "zh") -> Line | None:
     """The one dim line saying lineage.json cannot be used and will be kept aside (None when it can)."""
     if not facts.problem:
         return None
-    return [("dim", say("unreadable_next", lang, what="lineage.json", why=facts.problem))]
+    return [("dim", say("unreadable_next", lang, what=lineage_file.FILENAME, why=facts.problem))]
 
 
 def step_header(

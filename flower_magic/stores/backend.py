@@ -19,7 +19,7 @@ from typing import Any
 
 from flower_magic.core.project import project_key
 from flower_magic.core.rundir import RunDir
-from flower_magic.core.storage import StoreLocation, choose_store, record_store, recorded_store
+from flower_magic.core.storage import SESSIONS_DB, StoreLocation, choose_store, record_store, recorded_store
 from flower_magic.stores.resume import PruningSessionStore
 from flower_magic.stores.sqlite import SqliteSessionStore
 
@@ -58,12 +58,13 @@ def open_reader(run_dir: str | Path, *, sessions: str = "") -> Any | None:
     (``PGPASSWORD``, ``~/.pgpass``).
     """
     path = Path(run_dir)
+    db = path / SESSIONS_DB
     recorded = recorded_store(path)
     if recorded is None or recorded.is_default:
-        if not (path / "sessions.db").is_file():
+        if not db.is_file():
             return None
         try:
-            return SqliteSessionStore(path / "sessions.db", readonly=True)
+            return SqliteSessionStore(db, readonly=True)
         except (OSError, ValueError, sqlite3.DatabaseError):
             return None
     try:
@@ -71,7 +72,7 @@ def open_reader(run_dir: str | Path, *, sessions: str = "") -> Any | None:
     except ValueError:  # FLOWER_SESSIONS names another store: read the recorded one, with libpq's password
         location = recorded
     try:
-        return open_base(location, path / "sessions.db", readonly=True)
+        return open_base(location, db, readonly=True)
     except (ImportError, ConnectionError, ValueError):
         return None
 

@@ -29,12 +29,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from flower_magic.core import rundir
 from flower_magic.core.durable import write_atomic
 from flower_magic.stores.prune import INTERRUPT_NOTICES, is_api_error
 
 Entry = dict[str, Any]
 
-SPILL_DIRNAME = ".flower/spill"
+SPILL_DIRNAME = f"{rundir.WORKBENCH_DIRNAME}/{rundir.SPILL_DIRNAME}"  # RunDir.spill, relative to the workspace
 SPILL_POINTER = "[这段工具输出有 {n} 字符,已原样存到 {path},需要时用 Read 读取]"
 STALE_TEXT = "[{cmd} 的结果已过期(那是 {age} 次查看之前),现在的情况可能已经变了。需要的话重新执行]"
 CMD_PREVIEW_CHARS = 60

@@ -38,8 +38,8 @@ from typing import Any
 
 from flower_magic.core.agent import AgentSpec
 from flower_magic.core.entries import is_session_id
-from flower_magic.core.errors import FlowerError, logged
-from flower_magic.core.events import Event, Sink
+from flower_magic.core.errors import FlowerError
+from flower_magic.core.events import Event, Sink, emit
 from flower_magic.core.handoff import is_context_stop
 from flower_magic.core.lineage import Lineage
 from flower_magic.core.resilience import is_too_big
@@ -182,7 +182,7 @@ class Workflow:
                 else:
                     # Not an id the CLI takes (a hand edit, another tool): the step starts a new session.
                     text = say("lineage_bad_sid", _env_lang(), step=name, sid=repr(sid[:60]))
-                    _emit(on_event, Event("notice", text, payload={"step": name, "bad_session_id": sid[:200]}))
+                    emit(on_event, Event("notice", text, payload={"step": name, "bad_session_id": sid[:200]}))
         else:
             ctx["_woke"] = ctx.get("_woke", 0) + 1
         total = len(self.steps)
@@ -198,7 +198,7 @@ class Workflow:
                 resume = sessions.get(step.name)
                 carried = resume is not None
             keep_id = unstored.get(step.name) if resume is None else None
-            _emit(
+            emit(
                 on_event,
                 Event(
                     "step",
@@ -253,7 +253,7 @@ class Workflow:
             label = attempt_label(step, attempt)
             if attempt:
                 # A sub-header for the next round or retry (not a new step: no index, same session).
-                _emit(on_event, Event("step", label, payload={"attempt": attempt + 1, "resumed": resume is not None}))
+                emit(on_event, Event("step", label, payload={"attempt": attempt + 1, "resumed": resume is not None}))
             if lineage is not None:
                 runtime.on_session = _remember(lineage, step.name)
                 note_step(runtime.run_dir, label)  # what a refused front end is told is running
@@ -350,10 +350,3 @@ def _remember(lineage: Lineage, step: str) -> Callable[[str], None]:
         lineage.remember(step, session_id)
 
     return hook
-
-
-def _emit(sink: Sink | None, event: Event) -> None:
-    if sink is None:
-        return
-    with logged(log, "emit"):
-        sink(event)

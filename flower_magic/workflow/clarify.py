@@ -30,13 +30,14 @@ from typing import Any
 
 from flower_magic.core import brief as brief_note
 from flower_magic.core.brief import Brief, additions, remarks
+from flower_magic.core.rundir import CLARIFY_STEP
 from flower_magic.core.words import say
 from flower_magic.workflow.base import Ctx, Step
 from flower_magic.workflow.edits import hand_over, tell, tell_kept
 from flower_magic.workflow.heard import unheard
 from flower_magic.workflow.roles import clarifier
 
-STEP_NAME = "确认需求"
+STEP_NAME = CLARIFY_STEP  # the name lineage keeps its session under (core.rundir reads it there)
 BRIEF_KEY = "_brief"
 MISSING_KEY = "_brief_missing"
 BRIEF_EDITED_KEY = "_brief_edited"  # a person changed 需求.md by hand, and this run takes it in

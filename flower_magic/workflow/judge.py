@@ -62,7 +62,8 @@ STATE_KEYS = {ACHIEVED: "state_achieved", NOT_YET: "state_not_yet", UNREACHABLE:
 ACCEPT = say("opt_accept", "zh")
 AMEND = say("opt_amend", "zh")
 MISJUDGED = say("opt_misjudged", "zh")
-NO_RUNTIME = "拿不到 Runtime,无法判定目标(ctx['_runtime'] 缺失)"
+# Reasons flower gives a verdict itself, as the worker reads them (the original runtime's words); a
+# person reads the ``judge_*`` phrase of each (``Verdict.set_reason``).
 UNCLEAR = "判定者没给出明确结论,按未达成处理"
 AMENDED_REASON = "目标已被人修改。新目标:\n{block}"
 HUMAN_SAYS_REACHABLE = "人认为这个目标是能达成的,判定者判断有误。人的说法:{answer}"
@@ -184,7 +185,7 @@ def with_goal(
     async def gate(result: Any, ctx: Ctx) -> bool:
         rt = ctx.get("_runtime")
         if rt is None:
-            raise StepAbort(NO_RUNTIME)
+            raise StepAbort(say("judge_no_runtime", lang))
         ctx[ROUND_KEY] = ctx.get(ROUND_KEY, 0) + 1
         stored = ctx.get(GOAL_KEY)
         goal = stored if isinstance(stored, Goal) and stored.complete() else Goal.load(goal_path) or Goal()
@@ -209,7 +210,7 @@ def with_goal(
             return True
         if verdict.state != UNREACHABLE:
             if not verdict.state and not verdict.reason:
-                verdict.reason = UNCLEAR
+                verdict.set_reason(UNCLEAR, "judge_unclear")
             return False
         return await _unreachable(channel, verdict, goal, goal_path, ctx, lang)
 
@@ -220,7 +221,7 @@ def with_goal(
     def why(result: Any, ctx: Ctx) -> str:
         verdict = ctx.get(VERDICT_KEY)
         state = verdict.state if isinstance(verdict, Verdict) else ""
-        reason = (verdict.reason if isinstance(verdict, Verdict) else "") or say("no_reason", lang)
+        reason = (verdict.reason_for(lang) if isinstance(verdict, Verdict) else "") or say("no_reason", lang)
         shown = say(STATE_KEYS.get(state, "state_unclear"), lang)
         return say("rounds_used", lang, n=max(1, rounds), state=shown, reason=reason)
 
@@ -229,7 +230,7 @@ def with_goal(
 
 async def _unreachable(channel: Any, verdict: Verdict, goal: Goal, goal_path: Path, ctx: Ctx, lang: str = "zh") -> bool:
     """Ask the human what to do about a goal the judge calls unreachable."""
-    reason = verdict.reason or say("no_reason", lang)
+    reason = verdict.reason_for(lang) or say("no_reason", lang)
     accept, amend = say("opt_accept", lang), say("opt_amend", lang)
     ask = await channel.ask(say("unreachable_q", lang, reason=reason), [accept, amend, say("opt_misjudged", lang)])
     answer = (ask.answer or "").strip() if ask.state == "answered" else ""
@@ -244,9 +245,10 @@ async def _unreachable(channel: Any, verdict: Verdict, goal: Goal, goal_path: Pa
             amended = goal.amend(text)
             tell_kept(ctx, lang, goal_path, amended.write(goal_path))
             _hydrate(ctx, amended, GOAL_STEP)
-            verdict.reason = AMENDED_REASON.format(block=amended.prompt_block())
+            block = amended.prompt_block()
+            verdict.set_reason(AMENDED_REASON.format(block=block), "judge_amended", block=block)
         return False
-    verdict.reason = HUMAN_SAYS_REACHABLE.format(answer=answer)
+    verdict.set_reason(HUMAN_SAYS_REACHABLE.format(answer=answer), "judge_overruled", answer=answer)
     return False
 
 
@@ -258,7 +260,7 @@ def _emit(ctx: Ctx, verdict: Verdict, goal: Goal, lang: str = "zh") -> None:
     checks = check_marks(goal.checks, verdict)
     payload = {
         "verdict": verdict.state or "unclear",
-        "reason": verdict.reason,
+        "reason": verdict.reason_for(lang),
         "failed": list(verdict.failed),
         "round": ctx.get(ROUND_KEY, 0),
         "checks": checks,
@@ -314,7 +316,7 @@ def unheard_verdict(rows: list[dict[str, Any]], work_step: str) -> Verdict | Non
             if verdict.state in (ACHIEVED, UNREACHABLE):
                 return None
             if not verdict.state and not verdict.reason:
-                verdict.reason = UNCLEAR
+                verdict.set_reason(UNCLEAR, "judge_unclear")
             return verdict
         if step == work_step or step.startswith(f"{work_step}#"):
             return None  # the worker ran after it: the verdict went out as that round's prompt

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flower_magic.core import brief as brief_note
 from flower_magic.core.brief import WAKE_LABEL, Brief, remarks
 from flower_magic.core.durable import write_atomic
 from flower_magic.core.errors import UserError
@@ -52,7 +51,6 @@ from flower_magic.workflow.judge import (
 )
 from flower_magic.workflow.roles import worker
 
-LOG_NAME = "问答记录.md"
 NEW_CMD = "/new"
 
 WORK_PROMPT = "照这份需求做:\n\n{brief}"
@@ -187,28 +185,6 @@ def _taking_in(step: Step) -> Step:
     return dataclasses.replace(step, reduce=reduced)
 
 
-def unfinished_clarification(workspace: str | Path, run_dir: str | Path | None = None, sessions: str = "") -> bool:
-    """A clarification was cut short here: no complete brief, but a person wrote 需求.md by hand, the
-    request is on disk (``诉求.md``), or lineage names the clarifier's session and the run's store
-    holds it (``sessions``: the run's ``--sessions``), so ``flower`` with nothing said can continue it.
-    Read-only."""
-    rd = RunDir.at(workspace, run_dir)
-    now = brief_note.read(rd.brief)
-    brief = Brief.parse(now.text) if now.text is not None else None
-    if brief is not None and brief.complete():
-        return False
-    if now.is_edited and (now.text or "").strip():
-        return True  # a person's own 需求.md, not yet four sections: the clarifier picks it up
-    if rd.saved_task():
-        return True  # the request is on disk: a run killed before its session held it starts again
-    sid = Lineage.open(rd.path, rd.workspace).steps.get(CLARIFY_STEP)
-    if not sid:
-        return False
-    from flower_magic.stores.backend import has_session
-
-    return has_session(rd, sid, sessions=sessions)
-
-
 @dataclass(frozen=True)
 class StartPlan:
     """What a start will do, decided before a byte is written (``plan_start``); ``apply_start`` does it.
@@ -232,17 +208,14 @@ class StartPlan:
     save_task: bool
 
 
-def plan_start(
-    ask: str, rundir: RunDir, *, new: bool = False, lang: str = "zh", sessions: str = "", cut_short: bool | None = None
-) -> StartPlan:
+def plan_start(ask: str, rundir: RunDir, *, cut_short: bool, new: bool = False, lang: str = "zh") -> StartPlan:
     """Decide what a start with ``ask`` does in ``rundir``. Reads only.
 
     Args:
         ask: the request (fresh directory) or a phrase said at wake (``""`` = just continue).
+        cut_short: a clarification was cut short here (``Snapshot.cut_short``, which the caller has
+            already read: it asks the run's store).
         new: archive the previous brief, goals and lineage first, then start fresh.
-        sessions: the run's ``--sessions`` (where a cut-short clarifier's session is looked for).
-        cut_short: whether a clarification was cut short here, when the caller already knows
-            (``unfinished_clarification``); None = find out.
 
     Raises:
         NoTaskError: ``ask`` is empty and there is nothing to continue (no confirmed brief, no
@@ -255,12 +228,8 @@ def plan_start(
         # A request cut short before its brief: what is said now adds to it, it does not replace it.
         earlier = "" if new else rundir.saved_task()
         ask = f"{earlier}\n\n{ask}" if ask and earlier and ask not in earlier else ask or earlier
-    if not waking and not ask:
-        resumable = not new and (
-            cut_short if cut_short is not None else unfinished_clarification(rundir.workspace, rundir.path, sessions)
-        )
-        if not resumable:
-            raise NoTaskError(say("need_ask", lang))
+    if not waking and not ask and (new or not cut_short):
+        raise NoTaskError(say("need_ask", lang))
     said = ask if waking else ""
     brief_text = (read_note(rundir.brief) or "") if waking else ""
     return StartPlan(
@@ -311,7 +280,7 @@ def apply_start(
         # On disk before any session exists: a kill in the first seconds keeps what was asked.
         write_atomic(task_path, (ask + "\n").encode("utf-8"))
     channel = HumanChannel(
-        on_event=on_event, max_asks=max_asks, timeout_s=timeout_s, log_path=notes / LOG_NAME, amend_path=brief_path
+        on_event=on_event, max_asks=max_asks, timeout_s=timeout_s, log_path=rd.qa_log, amend_path=brief_path
     )
     amended = plan.amend and channel.amend(said, label=WAKE_LABEL)
 
@@ -370,5 +339,8 @@ def starter_flow(
     """Assemble the default workflow for ``ask`` in ``workspace``: ``plan_start`` then ``apply_start``
     (``settings`` are the latter's). A mistake (``NoTaskError``) is raised before anything is written."""
     lang = str(settings.get("lang", "zh"))
-    plan = plan_start(ask, RunDir.at(workspace, run_dir), new=new, lang=lang, sessions=sessions)
-    return apply_start(plan, **settings)
+    from flower_magic.stores.backend import has_session
+
+    rundir = RunDir.at(workspace, run_dir)
+    facts = rundir.snapshot(holds=lambda rd, sid: has_session(rd, sid, sessions=sessions))
+    return apply_start(plan_start(ask, rundir, cut_short=facts.cut_short, new=new, lang=lang), **settings)

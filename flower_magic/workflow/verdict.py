@@ -8,15 +8,20 @@ Guarantees:
       ``state == ""`` and ``ok`` False, so a vague judge never passes a round.
     - State words are searched longest first, so 未达成 is never read as 达成 and 无法达成 never as
       either.
+    - A reason flower gives itself (an unclear verdict, a person's amendment or objection) is two
+      texts: the worker reads ``reason`` (the original runtime's Chinese), a person reads
+      ``reason_for(lang)``, from the phrase tables.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from flower_magic.core.goal import list_items
 from flower_magic.core.sections import read_sections
+from flower_magic.core.words import say
 
 ACHIEVED = "achieved"
 NOT_YET = "not_yet"
@@ -92,13 +97,17 @@ class Verdict:
 
     Attributes:
         state: ``ACHIEVED``, ``NOT_YET``, ``UNREACHABLE``, or ``""`` when the judge said nothing clear.
-        reason: why, in a sentence or two.
+        reason: why, in a sentence or two, as the worker reads it.
         failed: the checks that did not pass.
+        said: when flower gave the reason (``set_reason``), the phrase (``core.words``) a person reads
+            for it, and its fields; "" when the reason is the judge's own words.
     """
 
     state: str = ""
     reason: str = ""
     failed: list[str] = field(default_factory=list)
+    said: str = ""
+    said_fields: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -126,6 +135,16 @@ class Verdict:
             reason=found.get("reason", ""),
             failed=list_items(found.get("failed", "")),
         )
+
+    def set_reason(self, for_worker: str, phrase: str, **fields: Any) -> None:
+        """Give the verdict flower's own reason: ``for_worker`` is what the work session reads (the
+        original runtime's words), ``phrase`` the key of what a person reads, with ``fields``."""
+        self.reason, self.said, self.said_fields = for_worker, phrase, fields
+
+    def reason_for(self, lang: str) -> str:
+        """The reason as a person reads it in ``lang``: flower's own from the phrase tables, else the
+        judge's words ("" when there are none)."""
+        return say(self.said, lang, **self.said_fields) if self.said else self.reason
 
     def feedback(self) -> str:
         """The prompt that sends the work session back for another round."""

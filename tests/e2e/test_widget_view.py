@@ -13,9 +13,9 @@ from typing import Any
 import nbformat
 import pytest
 
+from flower_magic.core.rundir import QA_LOG_NAME
 from flower_magic.testing import FakeAnthropic, text, tool_use
 from flower_magic.testing.roles import as_role
-from flower_magic.workflow.starter import LOG_NAME
 from tests.e2e.contrast import low_contrast
 from tests.e2e.lab import SCREENSHOTS, chromium_page, running_lab
 
@@ -150,5 +150,5 @@ def test_the_live_view_header_badges_sections_and_a_question_answered_by_a_click
         assert found == [], "\n".join(found)
     rows = json.loads((root / "proj" / "runs" / "manifest.json").read_text(encoding="utf-8"))
     assert rows[0]["step"] == "确认需求"
-    log = (root / "proj" / ".flower" / "notes" / LOG_NAME).read_text(encoding="utf-8")
+    log = (root / "proj" / ".flower" / "notes" / QA_LOG_NAME).read_text(encoding="utf-8")
     assert OPTIONS[1] in log  # the click reached the agent as the answer
