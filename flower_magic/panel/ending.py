@@ -16,9 +16,9 @@ Guarantees:
   or what the rest of the log says).
 - None while the run is live (the live strip says what is going on), and when there is no log.
 - The ending is the last run's ``end`` record (the first one in its log, as ``--status`` reads it);
-  a log without one whose run lock nobody holds is a run that went without a word: the ending
-  ``front.launch.found_outcome`` finds (``killed``, ``found``: true), as the next start records it.
-  While someone holds the lock (a run starting, or winding down) a log without an end says nothing.
+  a log without one is a run that went without a word: the ending ``front.launch.found_outcome``
+  finds (``killed``, ``found``: true), as the next start records it. Either only while nobody holds
+  the run lock (tried, ``core.runlock.held``): a run starting, or winding down, has not ended yet.
 - A log part that is a symbolic link or not a regular file is not read: nothing outside the run dir
   (and so outside the server's root) is.
 - The log is read once per change of its files (device, inode, size, mtime): polling an ended run
@@ -140,13 +140,14 @@ class Endings:
         from flower_magic.core.live import read_log
         from flower_magic.front.launch import found_outcome
 
+        if runlock.held(run_dir):
+            # A start between taking the lock and writing its first live state, a run winding down
+            # after its end record, or one whose live.json cannot be read: nothing has ended yet (and
+            # a log that grows on every poll is not read on every poll). Asked again next poll.
+            return None, False
         records = read_log(run_dir)
         end = next((r for r in records if r["type"] == "end"), None)
         if end is not None:
             return describe(Outcome.from_record(end), self._lang, found=bool(end.get("found"))), True
-        if runlock.held(run_dir):
-            # A start between taking the lock and writing its first live state, or a run whose
-            # live.json cannot be read: not a run that went without a word. Asked again next poll.
-            return None, False
         found = found_outcome(run_dir)
         return (describe(found, self._lang, found=True) if found is not None else None), True
