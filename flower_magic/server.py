@@ -4,9 +4,12 @@ Routes, under ``{base_url}flower/api/``:
 
 - ``GET run?path=<dir>&run_dir=runs&have=<rows_mark>``: the run of a directory relative to the server
   root: lineage, wake facts, manifest rows (shaped for display), totals, ``problems``, the run's live
-  state (``live``: ``{state, live, step, round, asks, pid, front_end, since, updated}`` or null), and an
-  ``ETag`` for cheap polling (``If-None-Match`` -> 304 while nothing changed, the live state
-  included). A client that sends the ``rows_mark`` of the rows it holds gets, while those are
+  state (``live``: ``{state, live, step, round, asks, pid, front_end, since, updated}`` or null), how
+  its last run ended (``ending``: ``{ending, step, style, pill, headline, why, next, next_parts,
+  found}`` in the server's language, the words the cell and ``--status`` say, ``next`` as a notebook's
+  ``%flower`` line; null while the run is live or when there is no event log; ``panel.ending``), and
+  an ``ETag`` for cheap polling (``If-None-Match`` -> 304 while nothing changed, the live state and
+  the ending included). A client that sends the ``rows_mark`` of the rows it holds gets, while those are
   unchanged, only the rows after them (``rows_from`` says how many it keeps).
 - ``GET transcript?path=<dir>&run_dir=runs&session=<uuid>&view=raw|resumed&offset=0&limit=200&all=0``:
   one page of a session's transcript from ``sessions.db``: its conversation, or with ``all=1`` the

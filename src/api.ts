@@ -54,6 +54,22 @@ export interface ILive {
   updated: number;
 }
 
+/**
+ * How the last run ended (`flower_magic/panel/ending.py`), in the words the cell and `--status` say:
+ * null while it is live. `next_parts` is `next` cut into prose (`''`) and commands (`code`).
+ */
+export interface IEnding {
+  ending: string;
+  step: string;
+  style: 'ok' | 'warn' | 'bad';
+  pill: string;
+  headline: string;
+  why: string;
+  next: string;
+  next_parts: [string, string][];
+  found: boolean;
+}
+
 /** What the panel may say to a live run: the panel's one write (`POST flower/api/live`). */
 export interface ILiveMessage {
   op: 'answer' | 'remark' | 'stop';
@@ -82,6 +98,7 @@ export interface IRunSummary {
   stamp: string;
   problems: string[];
   live?: ILive | null;
+  ending?: IEnding | null;
 }
 
 export type Mark = null | 'dropped' | 'rewritten' | 'added';

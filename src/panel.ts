@@ -5,6 +5,7 @@ import { Widget } from '@lumino/widgets';
 import { ApiError, fetchRun, fetchRunDirs, IRow, IRunSummary } from './api';
 import { runChart } from './chart';
 import { clear, el } from './dom';
+import { EndingLine } from './ending';
 import * as fmt from './format';
 import { LiveStrip } from './live';
 import { RunTable } from './table';
@@ -43,6 +44,7 @@ export class FlowerPanel extends Widget {
   private runDirChosen = false;
   private readonly notice: HTMLElement;
   private readonly live: LiveStrip;
+  private readonly ending: EndingLine;
   private readonly summary: HTMLElement;
   private readonly problems: HTMLElement;
   private readonly chart: HTMLElement;
@@ -84,6 +86,7 @@ export class FlowerPanel extends Widget {
       onClick: () => void this.refresh()
     });
     this.live = new LiveStrip(settings, () => void this.refresh());
+    this.ending = new EndingLine();
     this.notice = el('div', { className: 'jp-FlowerPanel-notice' });
     this.notice.hidden = true;
     this.summary = el('div', { className: 'jp-FlowerPanel-summary' });
@@ -105,6 +108,7 @@ export class FlowerPanel extends Widget {
         reload
       ]),
       this.live.node,
+      this.ending.node,
       this.notice,
       this.summary,
       this.problems,
@@ -176,6 +180,7 @@ export class FlowerPanel extends Widget {
     this.transcript.close();
     this.table.update([], { steps: 0, ok: 0, cost_usd: 0, num_turns: 0, duration_s: 0, retries: 0, handoffs: 0 });
     this.live.update(this.path ?? '', this.runDir, null);
+    this.ending.update(null);
     this.node.setAttribute('data-state', 'loading');
   }
 
@@ -243,6 +248,8 @@ export class FlowerPanel extends Widget {
 
   private render(data: IRunSummary): void {
     this.live.update(this.path ?? '', this.runDir, data.live);
+    // How the last run ended, where the strip was: the server sends none while a run is live.
+    this.ending.update(data.live?.live ? null : data.ending);
     const w = data.wake;
     const bits = data.has_run
       ? [

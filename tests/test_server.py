@@ -22,9 +22,12 @@ import pytest
 from tornado.httpclient import HTTPResponse
 
 from flower_magic.core import words
+from flower_magic.core.events import Event
+from flower_magic.core.live import EventLog, LiveRun
+from flower_magic.front.outcome import Ending, Outcome
 from flower_magic.panel import transcript
 from flower_magic.panel.redaction import REDACTED
-from tests.helpers import LockHolder
+from tests.helpers import LockHolder, no_key_env
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
@@ -1439,3 +1442,186 @@ async def test_no_route_but_live_accepts_a_write(jp_serverapp, send, layout, liv
     assert [m["op"] for m in inbox(layout.proj / "runs")] == ["stop"]
     changed = {k for k in set(tree(layout.root)) ^ set(before)}
     assert len(changed) == 1 and changed.pop().startswith("proj/runs/inbox/")
+
+
+# -- how the last run ended (issue 23: the panel's run answer) ------------------------------------------
+
+# Each ending the launch writes, as its Outcome: the panel must say it in the cell's words.
+ENDED = {
+    "done": Outcome(Ending.DONE, cost_usd=0.42, rows=4),
+    "not_reached": Outcome(Ending.NOT_REACHED, step="干活", rows=5),
+    "interrupted": Outcome(Ending.INTERRUPTED, step="确认需求", asked=True),
+    "stopped": Outcome(Ending.STOPPED, step="干活"),
+    "failed": Outcome(Ending.FAILED, step="设定目标", why="the goals could not be written: disk full"),
+    "demo": Outcome(Ending.INTERRUPTED, step="干活", demo=True),
+}
+
+
+def log_run(run_dir: Path, outcome: Outcome | None, *, step: str = "干活", demo: bool = False) -> LiveRun:
+    """The event log of a run, written by the real writer (``core.live.LiveRun``, as the launch drives
+    it): its start, its step, and its end record (``outcome``, as ``Launch`` records it); without an
+    outcome the log stays without an end, as a run killed with ``kill -9`` leaves it."""
+    live = LiveRun(run_dir, front_end="notebook", start={"lang": "en", "demo": demo, "front_end": "notebook"})
+    live.sink(Event("step", step))
+    if outcome is not None:
+        live.end(outcome.to_record())
+    else:
+        live.log.close()
+    return live
+
+
+def said(outcome: Outcome, lang: str, *, found: bool = False) -> dict[str, Any]:
+    """What the panel must answer for ``outcome``: the cell's words, its way to continue as ``%flower``."""
+    return {
+        "ending": outcome.ending.value,
+        "step": outcome.step,
+        "style": outcome.style,
+        "pill": words.say(f"pill_{outcome.ending.value}", lang),
+        "headline": outcome.headline(lang),
+        "why": outcome.why,
+        "next": outcome.next_step(lang, "%flower"),
+        "found": found,
+    }
+
+
+async def ending_of(call: Any) -> dict[str, Any] | None:
+    response = await call("run", {"path": "proj"})
+    assert response.code == 200
+    ending: dict[str, Any] | None = json.loads(response.body)["ending"]
+    if ending is not None:
+        assert "".join(text for _, text in ending.pop("next_parts")) == ending["next"]
+    return ending
+
+
+@pytest.mark.parametrize("server_lang", ["en", "zh"])
+@pytest.mark.parametrize("case", list(ENDED))
+async def test_the_run_answer_says_how_the_last_run_ended_in_the_cells_words(call, layout, case, server_lang):
+    """Each ending the launch records is in the panel's run answer in the words the cell, the terminal
+    and --status say (the end_/next_/pill_ phrases, in the server's language), with the notebook's
+    way to continue (``%flower``; ``%flower --demo`` after a demo run)."""
+    assert await ending_of(call) is None  # no event log: nothing to say
+    outcome = ENDED[case]
+    log_run(layout.proj / "runs", outcome, step=outcome.step or "干活", demo=outcome.demo)
+    assert await ending_of(call) == said(outcome, server_lang)
+    if outcome.demo:
+        assert "%flower --demo" in outcome.next_step(server_lang, "%flower")
+
+
+@pytest.mark.parametrize("server_lang", ["en", "zh"])
+async def test_a_run_killed_under_the_panel_is_said_killed_and_found(
+    call, layout, server_lang, http_server_client, jp_base_url, jp_auth_header
+):
+    """Guards the ending of a run that left no word: nothing while it is live (the live strip says what
+    goes on), then, once its runner is killed with -9 (no file changes), the poll that holds the old
+    ETag gets 200 and ``killed`` at its step, found; the next start's recorded end says the same."""
+    runs = layout.proj / "runs"
+    url = f"{jp_base_url}flower/api/run?path=proj"
+    with LockHolder(runs, "background", "干活") as holder:
+        log_run(runs, None, step="干活")
+        write_live(runs, holder.pid, state="running", asks=[], step="干活")
+        first = await http_server_client.fetch(url, headers=jp_auth_header)
+        body = json.loads(first.body)
+        assert body["live"]["live"] is True and body["ending"] is None
+        holder.proc.kill()
+        holder.proc.wait()
+    gone = await http_server_client.fetch(url, headers={**jp_auth_header, "If-None-Match": first.headers["Etag"]})
+    assert gone.code == 200 and json.loads(gone.body)["live"]["live"] is False
+    killed = Outcome(Ending.KILLED, step="干活")
+    assert await ending_of(call) == said(killed, server_lang, found=True)
+    # the next start writes what the killed run could not (front.launch.record_found): the same ending
+    EventLog.append_end(runs, dict(killed.to_record(), found=True))
+    assert await ending_of(call) == said(killed, server_lang, found=True)
+
+
+async def test_no_ending_while_the_run_is_live_even_if_its_log_holds_an_end(call, layout):
+    """A run whose lock is held (a start taking over, a run winding down) has no ending yet; the same
+    log is said once nobody holds the lock."""
+    runs = layout.proj / "runs"
+    with LockHolder(runs, "notebook", "干活") as holder:
+        log_run(runs, ENDED["stopped"])  # its end written, its live state not yet: it is live
+        write_live(runs, holder.pid, state="running", asks=[])
+        assert await ending_of(call) is None
+        log_run(runs, None)
+        write_live(runs, holder.pid, state="running", asks=[])
+        assert await ending_of(call) is None
+        # a start that holds the lock and has not written its live state yet: live.json still says the
+        # last run ended, the new log has no end; that is not a killed run
+        write_live(runs, holder.pid + 1, state="ended", asks=[])
+        assert await ending_of(call) is None
+        holder.release()
+    assert (await ending_of(call) or {}).get("ending") == "killed"
+
+
+async def test_a_new_end_record_changes_the_etag_and_an_unchanged_one_answers_304(
+    call, layout, http_server_client, jp_base_url, jp_auth_header
+):
+    """Guards the cache: the event log is not one of the summary's files and here no live.json changes
+    (there is none), yet the ending's change answers 200 (the lock let go, an end record landing)
+    and an ended run polled again answers 304."""
+    runs = layout.proj / "runs"
+    url = f"{jp_base_url}flower/api/run?path=proj"
+
+    async def poll(etag: str = "") -> HTTPResponse:
+        headers = {**jp_auth_header, **({"If-None-Match": etag} if etag else {})}
+        response: HTTPResponse = await http_server_client.fetch(url, headers=headers, raise_error=False)
+        return response
+
+    log_run(runs, None)
+    (runs / "live.json").unlink()
+    with LockHolder(runs, "notebook", "干活") as holder:
+        held = await poll()
+        assert json.loads(held.body)["ending"] is None and json.loads(held.body)["live"] is None
+        holder.release()
+    free = await poll(held.headers["Etag"])
+    assert free.code == 200 and json.loads(free.body)["ending"]["ending"] == "killed"
+    EventLog.append_end(runs, Outcome(Ending.STOPPED, step="干活").to_record())
+    ended = await poll(free.headers["Etag"])
+    assert ended.code == 200 and json.loads(ended.body)["ending"]["ending"] == "stopped"
+    again = await poll(ended.headers["Etag"])
+    assert again.code == 304
+
+
+async def test_the_ending_is_redacted_and_a_log_linked_out_of_the_root_is_not_read(call, layout):
+    """A reason holding a key (an end record written without the log's own redaction) is served
+    redacted; an events.jsonl that links out of the root says nothing of what it points to."""
+    runs = layout.proj / "runs"
+    log_run(runs, None)
+    EventLog.append_end(runs, Outcome(Ending.FAILED, step="干活", why=f"echo {CANARY} {OTHER_SECRET}").to_record())
+    response = await call("run", {"path": "proj"})
+    ending = json.loads(response.body)["ending"]
+    assert ending["ending"] == "failed" and REDACTED in ending["why"]
+    assert_no_leak(response, layout)
+
+    outside = layout.outside / "runs"
+    log_run(outside, Outcome(Ending.FAILED, step=OUTSIDE_MARK, why=OUTSIDE_MARK), step=OUTSIDE_MARK)
+    (runs / "events.jsonl").unlink()
+    (runs / "events.jsonl").symlink_to(outside / "events.jsonl")
+    response = await call("run", {"path": "proj"})
+    assert json.loads(response.body)["ending"] is None
+    assert_no_leak(response, layout)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("server_lang", ["en", "zh"])
+async def test_a_real_demo_runs_ending_is_in_the_run_answer(call, layout, server_lang, tmp_path):
+    """A real ``flower --demo`` run to its end (the launch writes the end record): the panel says it
+    done, in the terminal's headline, and how to continue as ``%flower --demo``."""
+    ws = layout.root / "demo"
+    ws.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "flower_magic.cli", "--demo", "write hello.txt with a greeting"],
+        cwd=ws,
+        env=no_key_env(tmp_path, server_lang),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    outcome = Outcome(Ending.DONE, demo=True)
+    assert outcome.headline(server_lang) in done.stdout  # the terminal said it so
+    response = await call("run", {"path": "demo"})
+    ending = json.loads(response.body)["ending"]
+    ending.pop("next_parts")
+    assert ending == said(outcome, server_lang)
+    assert ending["next"].count("%flower --demo") == 2

@@ -87,10 +87,13 @@ class Outcome:
         """One line: how it ended, and where."""
         return say(f"end_{self.ending.value}", lang, step=self.step or say("step_none", lang))
 
+    def typed(self, cmd: str) -> str:
+        """``cmd`` as the way to continue types it: with ``--demo`` after a demo run."""
+        return f"{cmd} --demo" if self.demo else cmd
+
     def next_step(self, lang: str, cmd: str) -> str:
         """How to continue, as ``cmd`` (``%flower``, ``flower``) is typed in the front end that says it."""
-        typed = f"{cmd} --demo" if self.demo else cmd
-        return say(f"next_{self.ending.value}", lang, cmd=typed)
+        return say(f"next_{self.ending.value}", lang, cmd=self.typed(cmd))
 
     def to_record(self) -> dict[str, Any]:
         """The fields of the event log's ``end`` record."""

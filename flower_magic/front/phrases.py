@@ -121,16 +121,28 @@ def total_line(cost: float, manifest: str, lang: str = "zh") -> Line:
     return [("bold", say("total", lang, cost=cost, manifest=manifest))]
 
 
+WHY_CHARS = 600  # a reason is a line or two; the whole error is in the manifest row
+
+
+def ending_words(outcome: Outcome, lang: str, cmd: str) -> tuple[str, str, str]:
+    """``(why, headline, next)``: the words every view says an ending in (``ending_lines``, the panel's
+    run answer). ``why`` is "" when the ending says it all; ``next`` is how to continue as ``cmd`` is
+    typed in that view (``%flower``, ``flower``)."""
+    from flower_magic.core.printable import printable
+
+    why = printable(outcome.why)[:WHY_CHARS] if outcome.why else ""
+    return why, printable(outcome.headline(lang)), outcome.next_step(lang, cmd)
+
+
 def ending_lines(outcome: Outcome, lang: str, cmd: str) -> list[Line]:
     """How a run ended, the same in every view: why (when the ending does not say it), the headline,
     and how to continue as ``cmd`` is typed in that view (``%flower``, ``flower``)."""
-    from flower_magic.core.printable import printable
-
+    why, headline, next_step = ending_words(outcome, lang, cmd)
     lines: list[Line] = []
-    if outcome.why:
-        lines.append([("bad", "! " + printable(outcome.why)[:600])])
-    lines.append([(outcome.style, printable(outcome.headline(lang)))])
-    lines.append([("dim", outcome.next_step(lang, cmd))])
+    if why:
+        lines.append([("bad", "! " + why)])
+    lines.append([(outcome.style, headline)])
+    lines.append([("dim", next_step)])
     return lines
 
 

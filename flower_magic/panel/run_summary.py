@@ -13,6 +13,11 @@ Guarantees:
 - The run's live state (``live``, from ``core.live.live_state``: ``live.json`` and the run lock) is
   read on every poll, not cached: a process killed with ``kill -9`` changes no file, yet the next poll
   says it is not live. It is part of the fingerprint (``stamp``), so its change answers 200, not 304.
+- How the last run ended (``ending``, ``panel.ending``: its event log's end record, or the ending found
+  for a run that left none) is asked on every poll too, read only when the log changed, and is part of
+  the fingerprint: a new end record, or a run killed under the panel, answers 200. The log is not one
+  of the files the cached summary is made of (``_inputs``): a live run appends to it many times a
+  second, which must not re-read the manifest on every poll.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from flower_magic.core.rundir import ARCHIVE_DIRNAME, BRIEF_NAME, GOAL_NAME, WOR
 from flower_magic.core.words import say
 from flower_magic.panel import manifest_rows
 from flower_magic.panel.confinement import Refused, inside
+from flower_magic.panel.ending import Endings
 from flower_magic.panel.transcript import has_store as transcript_store
 
 NOTES_DIR = (WORKBENCH_DIRNAME, "notes")
@@ -311,9 +317,9 @@ def live_now(run_dir: Path | None) -> dict[str, Any] | None:
     return {name: getattr(state, name) for name in LIVE_FIELDS}
 
 
-def live_mark(live: dict[str, Any] | None) -> str:
-    """A short fingerprint of ``live_now``'s answer, for the poll's ``ETag``."""
-    text = json.dumps(live, sort_keys=True, default=str)
+def live_mark(live: dict[str, Any] | None, ending: dict[str, Any] | None = None) -> str:
+    """A short fingerprint of ``live_now``'s answer and the ending's, for the poll's ``ETag``."""
+    text = json.dumps([live, ending], sort_keys=True, default=str)
     return hashlib.sha1(text.encode("utf-8", "surrogateescape")).hexdigest()[:8]
 
 
@@ -334,20 +340,23 @@ class RunCache:
         self._lang = lang
         self._lock = threading.Lock()
         self._entries: OrderedDict[tuple[Path, Path | None], _Entry] = OrderedDict()
+        self._endings = Endings(lang)
 
     def get(
         self, root: Path, workspace: Path, run_dir: Path | None, *, known: str = "", have: str = ""
     ) -> tuple[str, bytes | None]:
         """(fingerprint, encoded summary); the summary is ``None`` when ``known`` is still current, and
         holds only the rows after the first ``n`` when ``have`` is their current ``rows_mark``. The
-        summary's ``live`` is read now (``live_now``); the fingerprint covers it.
+        summary's ``live`` is read now (``live_now``), its ``ending`` asked now (``Endings.now``); the
+        fingerprint covers both.
 
         Raises:
             ManifestUnreadable: as ``summarize``; nothing is cached then.
         """
         files = stamp(root, workspace, run_dir)
         live = live_now(run_dir)
-        tag = f"{files}-{live_mark(live)}"
+        ending = self._endings.now(run_dir, live=bool(live and live["live"]))
+        tag = f"{files}-{live_mark(live, ending)}"
         if tag == known:
             return tag, None
         key = (workspace, run_dir)
@@ -363,13 +372,13 @@ class RunCache:
                 self._entries.move_to_end(key)
                 while len(self._entries) > CACHE_ENTRIES:
                     self._entries.popitem(last=False)
-        return tag, hit.tail(have, self._encode, {"live": live, "stamp": tag})
+        return tag, hit.tail(have, self._encode, {"live": live, "ending": ending, "stamp": tag})
 
 
 @dataclass(frozen=True)
 class _Entry:
     tag: str
-    encoded: bytes  # the summary without ``live`` and ``stamp``, which change without its files
+    encoded: bytes  # the summary without ``live``, ``ending`` and ``stamp``, which change without its files
     body: dict[str, Any]
     pieces: list[bytes] | None
 

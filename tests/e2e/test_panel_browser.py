@@ -213,11 +213,11 @@ def _widen_right_sidebar(page: Any, width: int) -> None:
 
 # What the panel itself says: every text and tooltip in it except the run's own data (table cells,
 # detail values, the folder name, transcript contents, a live run's question and its options), which
-# are the model's and the person's words.
+# are the model's and the person's words, and the commands an ending offers to copy (typed, not said).
 _SAID = """(panel) => {
   const root = document.querySelector(panel);
   const data = 'tbody td, dd, .jp-FlowerPanel-where, .jp-FlowerEntry-text, .jp-FlowerDetails-title, ' +
-    '.jp-FlowerLive-question, .jp-FlowerLive-option';
+    '.jp-FlowerLive-question, .jp-FlowerLive-option, .jp-FlowerEnding-cmd';
   const out = [];
   const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
   for (let n = walker.nextNode(); n; n = walker.nextNode()) {
@@ -236,8 +236,9 @@ _SIDEWAYS = """(panel) => {
 }"""
 STEP_NAMES = ("确认需求", "设定目标", "干活", "判定")
 # Names a Chinese panel may carry: the product, file and folder names, the step-name suffixes it
-# explains, tool names in the transcript's part labels, a session "id".
+# explains, tool names in the transcript's part labels, a session "id", the command a killed run's ending names.
 NAMES = {"Flower", "flower", "runs", "id", "retryN", "roundN", "N", "Write", "Read", "Bash", "K", "M", "Claude", "Code"}
+NAMES |= {"kill"}
 
 
 def _other_language(page: Any, lang: str) -> list[str]:
@@ -253,6 +254,7 @@ def _other_language(page: Any, lang: str) -> list[str]:
             continue
         rest = re.sub(r"\S+\.(?:json|db|md)\b", "", line)
         rest = re.sub(r"(?:/[^\s,;:)]+)+", "", rest)  # paths
+        rest = re.sub(r"\b[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}\b", "", rest)  # session ids
         words = set(re.findall(r"[A-Za-z][A-Za-z_]+", rest)) - NAMES
         if words:
             bad.append(f"{line}    <- {sorted(words)}")
