@@ -658,7 +658,7 @@ class Runtime:
 
         from flower_magic.core.local_copy import backfill, set_aside_local_copy
 
-        if self._writing_handoff:  # a hand-off is written even on a stop (the successor's attempt ends)
+        if self.context_watch.writing_handoff:  # a hand-off is written even on a stop (the successor's attempt ends)
             await self.other_writers.before_attempt(self, plan, result, on_event)
         else:
             stopped, _ = await self._unless_stopped(self.other_writers.before_attempt(self, plan, result, on_event))
