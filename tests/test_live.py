@@ -183,7 +183,7 @@ def test_the_process_running_it_says_its_own_run_is_live(tmp_path: Path) -> None
         inner.release()
         assert live.live_state(tmp_path).live and live.live_pid(tmp_path) == os.getpid()  # type: ignore[union-attr]
         assert other_process_tries(tmp_path) == f"REFUSED {os.getpid()}"  # still held, after all those looks
-        run.end({}, 0.0, "")
+        run.end({"ending": "done"})
         assert not live.live_state(tmp_path).live  # type: ignore[union-attr]
     finally:
         run.close()

@@ -7,9 +7,16 @@ say something at wake, ``--new``, a context that fills and hands off, ``--new`` 
 clarification: ``kill -9`` while the clarifier's request is in flight or while its question waits)
 times something that happens to it (nothing, ``kill -9`` at one of four moments, ``SIGTERM``, an
 outage, an interrupt with words, or ``kill -9`` after which its pid is "reused": ``run.lock``'s record
-and ``live.json`` then name a live ``sleep`` that lives on through the next op). While a clarification
-is unfinished, what is said at wake is for the clarifier (the answer to its question, when one died
-with its process).
+and ``live.json`` then name a live ``sleep`` that lives on through the next op). Issue 23 adds the
+endings a person meets: ``flower --stop`` mid-step (``stop``) and while the run waits out an outage
+(``stopout``), the panel's stop (``panel``: the inbox message its ``POST live`` writes, through the same
+``core.live.post``), words said to the live run while the API is away (``remarkout``: what
+``flower "..."`` and the panel post, through the same call),
+the kernel shut down while the clarifier's question is open (``cut+closed``: what a kernel's shutdown
+does, the interrupt and then ``Launch.end_now(CLOSED)``), and a start refused because the run's store
+cannot be reached (``refused``: ``store.json`` names a PostgreSQL nobody listens on). While a
+clarification is unfinished, what is said at wake is for the clarifier (the answer to its question,
+when one died with its process).
 
 After every operation:
     - every worker request of the op, in the session it was sent for, carries every phrase said to
@@ -26,7 +33,11 @@ After every operation:
       stored entry of the work session names a parent that does not exist;
     - no Claude Code process of this workspace outlives the op;
     - the directory is never taken for a live run (ops run one at a time): no op's child finds one, and
-      after a runner whose pid was reused ``core.live.live_state`` says not live.
+      after a runner whose pid was reused ``core.live.live_state`` says not live;
+    - every op that was not killed with ``-9`` left exactly one end record, saying how it ended (stopped
+      after a stop that was taken, closed, signalled after SIGTERM, done when it exited 0), and
+      ``live.json`` does not say running; no two manifest rows are one step attempt;
+    - a refused start left the directory byte-identical, sent nothing to the API and said one line.
 
 ``Walk(seed).run(n)`` returns the failures (empty when the invariant held); ``scripts/soak`` runs
 many seeds and prints the figures.
@@ -34,6 +45,7 @@ many seeds and prints the figures.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -48,11 +60,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from flower_magic.core import live, manifest
 from flower_magic.core.brief import Brief
+from flower_magic.core.errors import FlowerError
 from flower_magic.core.human import ASK_TOOL
 from flower_magic.core.live import live_state
 from flower_magic.core.project import project_key
 from flower_magic.core.rundir import TASK_NAME
+from flower_magic.core.storage import StoreLocation, record_store
 from flower_magic.stores.chain import dangling
 from flower_magic.testing import FakeAnthropic, Reply, Request, text, tool_pairing_error, tool_use
 from flower_magic.testing.roles import role_of
@@ -69,10 +84,18 @@ TOOL_SLEEP_S = 1.5  # the worker's tool call runs this long: room to strike mid-
 STARTS = ("continue", "continue", "wake", "handoff", "new", "cut")
 # How a "cut" op cuts the clarification short: -9 while the clarifier's request is in flight, or while
 # its question waits for an answer.
-CUTS = ("clarify", "question")
+CUTS = ("clarify", "question", "closed")
 QUESTION = "输出要什么格式?"
-EVENTS = ("none", "none", "kill", "kill", "kill", "term", "outage", "interrupt", "reused")
+EVENTS = (
+    *("none", "none", "kill", "kill", "kill", "term", "outage", "interrupt", "reused"),
+    *("stop", "panel", "stopout", "remarkout", "refused"),
+)
 KILLED = ("kill", "reused")  # killed with -9 ("reused": and its pid then named by a live process)
+STOPS = ("stop", "panel", "stopout")  # a stop is asked of the live run (flower --stop, the panel's)
+# The ending each kind of op leaves in the event log when the run took what was done to it.
+ENDED_BY = {"stop": "stopped", "panel": "stopped", "stopout": "stopped", "closed": "closed", "term": "signalled"}
+# A store nobody listens on (the discard port): a run dir that records it cannot start.
+UNREACHABLE_STORE = "postgresql://flower@127.0.0.1:9/flower"
 MOMENTS = ("early", "request", "tool", "flush")
 
 BRIEF = """确认书如下。
@@ -131,6 +154,7 @@ class Op:
     moment: str = ""
     said: str = ""  # said at wake
     words: str = ""  # said with an interrupt, in the op
+    stop_sent: float | None = None  # when a stop the live run took was asked (monotonic)
 
     def __str__(self) -> str:
         tail = f"@{self.moment}" if self.moment else ""
@@ -222,6 +246,18 @@ def _in_order(haystack: str, needles: list[str]) -> str | None:
     return None
 
 
+def _digest(root: Path) -> str:
+    """Every file under ``root``, its path and bytes (links as their target): equal when nothing changed."""
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        h.update(os.fsencode(path.relative_to(root)))
+        if path.is_symlink():
+            h.update(b"->" + os.fsencode(os.readlink(path)))
+        elif path.is_file():
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
 def _claude_pids(workspace: Path) -> list[int]:
     """Live Claude Code processes whose working directory is ``workspace`` (Linux /proc)."""
     pids = []
@@ -265,6 +301,8 @@ class Walk:
         self.to_clarifier: list[str] = []  # what was said to the current task's unfinished clarification
         self.heard_by_clarifier = 0  # ops that said something to an unfinished clarification
         self.stranger: Stranger | None = None  # the live process a reused pid names, until the next op ends
+        self.stop_took: list[float] = []  # seconds from a stop asked to the run's process gone
+        self.before_refused = ""  # the directory's digest before a refused start
 
     # -- the environment -----------------------------------------------------------------------------
 
@@ -319,15 +357,18 @@ class Walk:
         if self.unfinished() and start != "task" and self.rng.random() < 0.6:
             start = "wake"  # words for the clarification that was cut short
         if start == "cut":
-            return Op(start, "kill", self.rng.choice(CUTS))
+            how = self.rng.choice(CUTS)
+            return Op(start, "closed", "question") if how == "closed" else Op(start, "kill", how)
         event = self.rng.choice(EVENTS)
+        if event == "refused" and (os.environ.get("FLOWER_SESSIONS") or not self.started):
+            event = "none"  # a PostgreSQL walk's store is the server's own; a first op makes the dir
         op = Op(start, event, self.rng.choice(MOMENTS) if event in (*KILLED, "term") else "")
         if event == "term" and op.moment == "early":
             op.moment = "tool"
         # Bracketed, so that no phrase is part of another ("-1" of "-10"): each is counted on its own.
         if start == "wake":
             op.said = f"「唤醒补充-{self.seed}-{self.ops_done}」"
-        if event == "interrupt":
+        if event in ("interrupt", "remarkout"):
             op.words = f"「打断的话-{self.seed}-{self.ops_done}」"
         return op
 
@@ -368,7 +409,13 @@ class Walk:
         argv = self.argv(op)
         self.log(f"[{self.seed}:{index}] {op}")
         stranger, self.stranger = self.stranger, None  # a reused pid's process lives through this op
+        if op.event == "refused":
+            record_store(self.ws / "runs", StoreLocation.parse(UNREACHABLE_STORE))
+            self.before_refused = _digest(self.ws)
         rc = self.perform(op, argv)
+        if op.event == "refused":
+            self.check_refused(index, op, n_req, rc)
+            (self.ws / "runs" / "store.json").unlink()
         if op.event == "reused":
             self.reuse_pid()
         self.model.full, self.model.delay_s, self.model.asks = False, 0.0, False
@@ -442,6 +489,32 @@ class Walk:
                 self.api.stop()
                 time.sleep(self.rng.uniform(0.3, 3.5))
                 self.api.start()
+            elif op.event == "closed":  # a kernel's shutdown: its cell is interrupted, then the run ended
+                self.wait_moment(proc, op.moment, events, arrived, n_req, finals)
+                if proc.poll() is None:
+                    os.kill(proc.pid, signal.SIGUSR2)
+            elif op.event in ("stop", "panel"):
+                self.wait_moment(proc, "tool", events, arrived, n_req, finals)
+                self.stop(op, proc)
+            elif op.event in ("stopout", "remarkout"):
+                self.wait_moment(proc, "tool", events, arrived, n_req, finals)
+                self.api.stop()  # the request after the tool's result finds the API gone: the run waits
+                give_up = time.monotonic() + 60
+                while proc.poll() is None and time.monotonic() < give_up:
+                    with arrived:
+                        if any(e.get("kind") == "retry" for e in events):
+                            break
+                        arrived.wait(0.05)
+                time.sleep(self.rng.uniform(0.0, 1.0))
+                if op.event == "stopout":
+                    self.stop(op, proc)
+                else:
+                    try:  # what flower "words" and the panel's POST do with words for a live run
+                        live.post(self.ws / "runs", "remark", text=op.words, source="terminal", lang="zh")
+                    except FlowerError:
+                        op.words = ""  # the run had ended: nothing was posted
+                    time.sleep(self.rng.uniform(0.3, 2.0))
+                    self.api.start()
             elif op.event == "interrupt":
                 self.wait_moment(proc, "tool", events, arrived, n_req, finals)
                 self.interrupt_file.write_text(op.words, encoding="utf-8")
@@ -450,6 +523,8 @@ class Walk:
                 else:
                     op.words = ""  # the run ended before the words could be said
             rc = proc.wait(timeout=PROC_GIVE_UP_S)
+            if op.stop_sent is not None:
+                self.stop_took.append(time.monotonic() - op.stop_sent)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -465,6 +540,32 @@ class Walk:
                 stream.close()
         self.last_events, self.last_err = events, "".join(err)
         return rc
+
+    def flower(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """The ``flower`` command in the walk's directory, as a person types it beside the run."""
+        return subprocess.run(
+            [sys.executable, "-m", "flower_magic.cli", *args],
+            cwd=self.ws,
+            env=self.env(),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    def stop(self, op: Op, proc: subprocess.Popen[str]) -> None:
+        """Ask the live run to stop: ``flower --stop``, or what the panel's ``POST live`` does."""
+        if proc.poll() is not None:
+            return
+        asked = time.monotonic()
+        if op.event == "panel":
+            try:
+                live.post(self.ws / "runs", "stop", source="panel", lang="zh")
+            except FlowerError:
+                return  # no live run any more: it ended first
+        elif self.flower("--stop").returncode != 0:
+            return
+        op.stop_sent = asked
 
     def wait_moment(
         self,
@@ -587,8 +688,40 @@ class Walk:
             self.fail(index, op, "orphan", f"Claude Code still alive: {alive}")
             for pid in alive:
                 os.kill(pid, signal.SIGKILL)
+        if op.event not in (*KILLED, "refused") and any(e.get("kind") == "started" for e in self.last_events):
+            self.check_ending(index, op, rc)
         self.check_requests(index, op, expected, n_req, rc)
         self.check_clarifier(index, op, n_req, rc, to_clarifier, unfinished=unfinished)
+
+    def check_ending(self, index: int, op: Op, rc: int | None) -> None:
+        """The op's run wrote its ending once, the one that happened, and live.json says it is over."""
+        run_dir = self.ws / "runs"
+        ends = [str(r.get("ending")) for r in live.read_log(run_dir) if r.get("type") == "end"]
+        want = ENDED_BY.get(op.event) if op.event not in STOPS or op.stop_sent is not None else None
+        if rc == 0:
+            want = "done"
+        if len(ends) != 1 or (want is not None and ends[0] != want):
+            self.fail(index, op, "ending", f"end records {ends}, expected one: {want or 'any'} (rc={rc})")
+        try:
+            state = json.loads((run_dir / live.LIVE_NAME).read_text(encoding="utf-8")).get("state")
+        except (OSError, ValueError) as exc:
+            state = f"unreadable: {exc}"
+        if state == "running":
+            self.fail(index, op, "live.json", "says running after its process ended")
+        rows = manifest.read_rows(run_dir)
+        attempts = [(r.get("step"), r.get("session_id"), r.get("started_at")) for r in rows]
+        if len(set(attempts)) != len(attempts):
+            self.fail(index, op, "manifest", f"a step attempt written twice: {attempts}")
+
+    def check_refused(self, index: int, op: Op, n_req: int, rc: int | None) -> None:
+        """A start whose store cannot be reached: one line, exit 1, nothing written, nothing sent."""
+        said = [line for line in (self.last_err or "").splitlines() if line.strip()]
+        if rc != 1 or len(said) != 1:
+            self.fail(index, op, "refused", f"rc={rc}, said {said[-3:]}")
+        if _digest(self.ws) != self.before_refused:
+            self.fail(index, op, "refused", "the directory changed")
+        if len(self.api.requests) != n_req:
+            self.fail(index, op, "refused", f"{len(self.api.requests) - n_req} requests sent")
 
     def check_clarifier(
         self, index: int, op: Op, n_req: int, rc: int | None, said: list[str], *, unfinished: bool
