@@ -64,6 +64,7 @@ from tornado import web
 from flower_magic.core import live as live_files
 from flower_magic.core.errors import UserError
 from flower_magic.core.printable import unwritable_at
+from flower_magic.core.rundir import DEFAULT_RUN_DIR
 from flower_magic.core.words import phrases, pick_lang_or_default, say
 from flower_magic.panel import transcript
 from flower_magic.panel.confinement import Refused, confine_dir, inside, real_root, split_relative
@@ -75,7 +76,6 @@ from flower_magic.panel.run_summary import RunCache, find_run_dirs, owner
 API_PREFIX = "flower/api"
 PANEL_PREFIX = "lab_"  # the phrases the panel (src/*.ts) says
 SETTINGS_KEY = "flower_magic.panel"
-DEFAULT_RUN_DIR = "runs"
 DEFAULT_PAGE_ENTRIES = 200
 # The resource the jupyter_server authorizer is asked about: the panel reads files, as the
 # contents API does, so whoever may read contents may read runs.

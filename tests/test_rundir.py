@@ -75,15 +75,6 @@ _NAME_OWNERS = {
 }
 # The same letters standing for something else than a file.
 _NOT_A_FILE = {("core/human.py", "inbox")}  # the agent's inbox tool (mcp__human__inbox)
-# panel/ and server.py change on another branch of issue 23; their names turn to RunDir's there.
-_PANEL_PENDING = {
-    ("panel/run_summary.py", "notes"),
-    ("panel/run_summary.py", "runs"),
-    ("panel/run_summary.py", "sessions.db"),
-    ("panel/run_summary.py", "store.json"),
-    ("panel/transcript.py", "sessions.db"),
-    ("server.py", "runs"),
-}
 
 
 def test_every_run_dir_name_is_spelled_once_by_its_owner() -> None:
@@ -108,7 +99,7 @@ def test_every_run_dir_name_is_spelled_once_by_its_owner() -> None:
             for part in parts if all(p in _NAME_OWNERS for p in parts) else []:
                 if _NAME_OWNERS[part] != rel and (rel, part) not in _NOT_A_FILE:
                     found.add((rel, part))
-    assert sorted(found - _PANEL_PENDING) == []
+    assert sorted(found) == []
 
 
 def test_a_clarification_cut_short_is_read_once_with_the_rest(workspace: Path) -> None:

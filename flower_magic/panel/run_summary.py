@@ -39,14 +39,22 @@ from flower_magic.core.durable import read_capped
 from flower_magic.core.goal import Goal
 from flower_magic.core.lineage import ARCHIVE_NAME, MAX_LINEAGE_BYTES, Lineage
 from flower_magic.core.lineage import FILENAME as LINEAGE_NAME
-from flower_magic.core.rundir import ARCHIVE_DIRNAME, BRIEF_NAME, GOAL_NAME, WORKBENCH_DIRNAME
+from flower_magic.core.rundir import (
+    ARCHIVE_DIRNAME,
+    BRIEF_NAME,
+    DEFAULT_RUN_DIR,
+    GOAL_NAME,
+    NOTES_DIRNAME,
+    WORKBENCH_DIRNAME,
+)
+from flower_magic.core.storage import SESSIONS_DB, STORE_RECORD
 from flower_magic.core.words import say
 from flower_magic.panel import manifest_rows
 from flower_magic.panel.confinement import Refused, inside
 from flower_magic.panel.ending import Endings
 from flower_magic.panel.transcript import has_store as transcript_store
 
-NOTES_DIR = (WORKBENCH_DIRNAME, "notes")
+NOTES_DIR = (WORKBENCH_DIRNAME, NOTES_DIRNAME)
 
 
 def _rel(root: Path, path: Path) -> str:
@@ -112,8 +120,8 @@ def find_run_dirs(root: Path, workspace: Path) -> list[str]:
     deep, hidden folders and links skipped, reading at most ``FIND_PER_FOLDER`` entries of any one
     folder and ``FIND_FOLDERS`` folders in all."""
     found: list[str] = []
-    if _is_run_dir(workspace / "runs") and not (workspace / "runs").is_symlink():
-        found.append("runs")  # the default, whatever else is there
+    if _is_run_dir(workspace / DEFAULT_RUN_DIR) and not (workspace / DEFAULT_RUN_DIR).is_symlink():
+        found.append(DEFAULT_RUN_DIR)  # the default, whatever else is there
     level, read = [workspace], 0
     for _ in range(FIND_DEPTH):
         below: list[Path] = []
@@ -130,13 +138,13 @@ def find_run_dirs(root: Path, workspace: Path) -> list[str]:
                             continue
                         path = Path(entry.path)
                         rel = path.relative_to(workspace).as_posix()
-                        if rel != "runs" and _is_run_dir(path):
+                        if rel != DEFAULT_RUN_DIR and _is_run_dir(path):
                             found.append(rel)
                         below.append(path)
             except OSError:
                 continue
         level = sorted(below)
-    found.sort(key=lambda rel: (rel != "runs", rel.count("/"), rel))
+    found.sort(key=lambda rel: (rel != DEFAULT_RUN_DIR, rel.count("/"), rel))
     return found[:FIND_KEEP]
 
 
@@ -273,8 +281,8 @@ def _inputs(root: Path, workspace: Path, run_dir: Path | None) -> list[Path]:
         files += [
             run_dir / LINEAGE_NAME,
             run_dir / manifest_rows.FILENAME,
-            run_dir / "sessions.db",
-            run_dir / "store.json",
+            run_dir / SESSIONS_DB,
+            run_dir / STORE_RECORD,
         ]
     return files
 

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from flower_magic.core.project import project_key
+from flower_magic.core.storage import SESSIONS_DB
 from flower_magic.panel.errors import PanelError
 
 __all__ = [
@@ -55,7 +56,7 @@ __all__ = [
     "resumed_page",
 ]
 
-DB_NAME = "sessions.db"
+DB_NAME = SESSIONS_DB  # the run dir's own store (core.storage names it)
 # Pages larger than this are refused: a panel shows a screenful at a time.
 MAX_PAGE_ENTRIES = 500
 # Seconds to wait for a writer's lock before giving up on a page (the panel retries on its own).
