@@ -36,7 +36,7 @@ from flower_magic.front.phrases import problem_line, wake_banner
 from flower_magic.terminal import TerminalView
 from flower_magic.testing import FakeAnthropic, Reply, Request, text
 from flower_magic.testing.roles import role_of
-from tests.helpers import wait_until
+from tests.helpers import CsvModel, wait_until
 
 # What a hostile model, file or person writes: markup, an attribute break-out, and the terminal's
 # commands: OSC 52 (clipboard), OSC 0 (title), CSI 2J (clear), a colour, 8-bit CSI, a carriage
@@ -352,29 +352,19 @@ def test_the_magic_prints_no_escape_from_a_folder_name(
 # -- the real command on a live run ------------------------------------------------------------------------
 
 TASK = "清洗 CSV 任务-E5"
-BRIEF = "确认书。\n\n## 目标\n清洗 CSV。\n\n## 验收标准\n- clean.py 能运行\n\n## 边界\n不联网。\n\n## 未知与假设\n无\n"
-GOAL = "## 目标\nclean.py 能用\n\n## 判定清单\n- clean.py 能运行\n"
-ACHIEVED = "## 结论\n达成\n\n## 理由\n看过了。\n\n## 未通过\n(无)\n"
 REMARK_MARK = "REMARK-R7"
 REMARK = f"{REMARK_MARK} {HOSTILE}"
 TYPED_MARK = "TYPED-T3"
 
 
-class Model:
+class Model(CsvModel):
     """The worker holds its reply until a remark and then a typed line reach it; then it is done, and
     says the hostile text itself (the model's words reach the same terminals)."""
 
     def __init__(self) -> None:
         self.gate = threading.Event()
 
-    def __call__(self, request: Request) -> Reply:
-        role = role_of(request)
-        if role == "clarifier":
-            return text(BRIEF)
-        if role == "goal":
-            return text(GOAL)
-        if role == "judge":
-            return text(ACHIEVED)
+    def work(self, request: Request) -> Reply:
         said = json.dumps(request.messages, ensure_ascii=False)
         if TYPED_MARK in said:
             return text(f"done. {HOSTILE}")

@@ -36,18 +36,15 @@ from flower_magic.core import live
 from flower_magic.core.words import say
 from flower_magic.testing import FakeAnthropic, Reply, Request, text
 from flower_magic.testing.roles import role_of
-from tests.helpers import Stranger, claude_processes, is_running, plant_holder, snapshot, wait_until
+from tests.helpers import CsvModel, Stranger, claude_processes, is_running, plant_holder, snapshot, wait_until
 
 pytestmark = pytest.mark.slow
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
 TASK = "清洗 CSV 任务-L5"
-BRIEF = "确认书。\n\n## 目标\n清洗 CSV。\n\n## 验收标准\n- clean.py 能运行\n\n## 边界\n不联网。\n\n## 未知与假设\n无\n"
-GOAL = "## 目标\nclean.py 能用\n\n## 判定清单\n- clean.py 能运行\n"
-ACHIEVED = "## 结论\n达成\n\n## 理由\n看过了。\n\n## 未通过\n(无)\n"
 
 
-class Model:
+class Model(CsvModel):
     """The fake model: every role answers at once, except the worker while ``hold`` is set (its reply
     then waits on ``gate``, so a runner can be killed in the middle of the work step)."""
 
@@ -55,14 +52,7 @@ class Model:
         self.gate = threading.Event()
         self.hold = False
 
-    def __call__(self, request: Request) -> Reply:
-        role = role_of(request)
-        if role == "clarifier":
-            return text(BRIEF)
-        if role == "goal":
-            return text(GOAL)
-        if role == "judge":
-            return text(ACHIEVED)
+    def work(self, request: Request) -> Reply:
         if self.hold:
             return text("还在写。", hold=self.gate)
         return text("做完了,clean.py 已写好。")

@@ -28,32 +28,22 @@ from flower_magic.core.rundir import WORK_STEP
 from flower_magic.core.words import say
 from flower_magic.testing import FakeAnthropic, Reply, Request, text
 from flower_magic.testing.roles import role_of
-from tests.helpers import claude_processes, is_running, wait_until
+from tests.helpers import CsvModel, claude_processes, is_running, wait_until
 from tests.test_cli_signals import Terminal
 
 pytestmark = pytest.mark.slow
 
 TASK = "清洗 CSV 任务-Q4"
-BRIEF = "确认书。\n\n## 目标\n清洗 CSV。\n\n## 验收标准\n- clean.py 能运行\n\n## 边界\n不联网。\n\n## 未知与假设\n无\n"
-GOAL = "## 目标\nclean.py 能用\n\n## 判定清单\n- clean.py 能运行\n"
-ACHIEVED = "## 结论\n达成\n\n## 理由\n看过了。\n\n## 未通过\n(无)\n"
 WORDS = "also X: 表头改成英文-R9"
 DONE = "表头改成英文了,clean.py 写好了。"
 GIVE_UP_S = 30.0  # only keeps a broken run from hanging the suite; a stop ends it within a second or two
 
 
-class Model:
+class Model(CsvModel):
     """Clarifier, goals and judge answer at once; the worker's first request is held until the API
     goes away (which cuts it); once the words have reached it, the worker is done."""
 
-    def __call__(self, request: Request) -> Reply:
-        role = role_of(request)
-        if role == "clarifier":
-            return text(BRIEF)
-        if role == "goal":
-            return text(GOAL)
-        if role == "judge":
-            return text(ACHIEVED)
+    def work(self, request: Request) -> Reply:
         if WORDS in json.dumps(request.messages, ensure_ascii=False):
             return text(DONE)
         return text("还在写。", hold=threading.Event())
