@@ -20,14 +20,17 @@ import pytest
 from flower_magic import AgentSpec, Runtime
 from flower_magic.core import manifest
 from flower_magic.core.events import Event
+from flower_magic.core.handoff import Handoff, HandoffPolicy
 from flower_magic.core.resilience import Resilience
 from flower_magic.core.result import INTERRUPTED, KILLED
 from flower_magic.core.words import say
-from flower_magic.testing import FakeAnthropic, Request, error, text
+from flower_magic.testing import FakeAnthropic, Request, error, text, tool_use
+from flower_magic.testing.roles import asks_for_handoff
 
 pytestmark = pytest.mark.slow
 
 SPEC = AgentSpec(name="worker", instructions="", allowed_tools=[])
+WORKER = AgentSpec(name="worker", instructions="", allowed_tools=["Bash"])
 # Nothing ends these waits but the API coming back or a stop: an hour of probes a minute apart.
 PATIENT = Resilience(probe_interval=60.0, probe_timeout=1.0, max_offline_wait=3600.0)
 GIVE_UP_S = 30.0  # only keeps a broken wait from hanging the suite; the runs end within a second or two
@@ -221,3 +224,99 @@ async def test_words_said_while_the_next_attempt_starts_join_the_words_before(
     assert said.count(first) == 1 and said.count(second) == 1, resumed.last_user_text
     assert resumed.last_user_text.index(first) < resumed.last_user_text.index(second)
     assert len(cuts) == 1  # one cut: the second words went with the attempt that was starting
+
+
+HANDOFF_DOC = """## 现在在做什么
+在改 clean.py 的日期解析。
+
+## 已经定下的
+- 用标准库 csv。
+
+## 走不通的路
+- 无。
+
+## 下一步
+给 parse_dates() 补测试-HD3。
+
+## 现场
+- clean.py
+"""
+
+
+def _handing_off(fake_api: FakeAnthropic) -> None:
+    """A worker whose second reply crosses the hand-off line (15K of a 40K window); the hand-off turn's
+    answer is a complete document; the successor then finishes."""
+    fake_api.add(
+        tool_use("Bash", {"command": "echo step"}, usage={"input_tokens": 8_000}),
+        text("继续中", usage={"input_tokens": 16_000}),
+        text(HANDOFF_DOC, match=asks_for_handoff, usage={"input_tokens": 16_500}),
+        text("接手完成", usage={"input_tokens": 3_000}),
+    )
+
+
+def _away_while_writing(fake_api: FakeAnthropic, events: list[Event]) -> Any:
+    """A sink that takes the API away the moment the hand-off turn begins."""
+
+    def sink(event: Event) -> None:
+        events.append(event)
+        if event.kind == "handoff" and event.payload.get("phase") == "writing":
+            fake_api.stop()
+
+    return sink
+
+
+@pytest.mark.anyio
+async def test_a_hand_off_due_during_an_outage_is_written_once_the_api_is_back(
+    fake_api: FakeAnthropic, fake_api_env: dict[str, str], workspace: Path
+) -> None:
+    """Found by the sequence walk (a hand-off, then the API away, then a stop): the hand-off turn was
+    tried once, failed on the outage and became a degraded hand-off that quoted the raw connection
+    error to the successor. It waits out the outage as any attempt does, and the real one is written."""
+    _handing_off(fake_api)
+    events: list[Event] = []
+    policy = HandoffPolicy(window=40_000, headroom=25_000)
+    brisk = Resilience(probe_interval=0.5, probe_timeout=1.0, max_offline_wait=600.0)
+    rt = Runtime(workspace=workspace, run_dir=workspace / "runs", resilience=brisk, handoff=policy)
+    try:
+        task = asyncio.ensure_future(rt.run(WORKER, "清洗这些 CSV。", on_event=_away_while_writing(fake_api, events)))
+        await _until(lambda: _down_said(events, fake_api), "the hand-off's wait for the API")
+        fake_api.start()
+        done, _ = await asyncio.wait({task}, timeout=120)
+        assert done, "the step never ended"
+        result = task.result()
+    finally:
+        rt.close()
+    assert result.ok and result.text == "接手完成", (result.error, result.errors)
+    assert len(result.retired) == 1 and result.session_id not in result.retired
+    doc = Handoff.parse((workspace / ".flower" / "notes" / "交接-worker.md").read_text(encoding="utf-8"))
+    assert doc.complete() and not doc.degraded and "HD3" in doc.next
+    assert "HD3" in fake_api.requests[-1].last_user_text
+    assert not any("Connection refused" in r.all_text for r in fake_api.requests)
+
+
+@pytest.mark.anyio
+async def test_a_stop_while_a_hand_off_waits_for_the_api_keeps_the_session(
+    fake_api: FakeAnthropic, fake_api_env: dict[str, str], workspace: Path
+) -> None:
+    """The same wait, stopped: the step ends interrupted with its full session still its own (nothing
+    retired, no hand-off file, lineage unchanged), so the next wake hands off from it; before, a
+    degraded hand-off named a successor that had never spoken."""
+    _handing_off(fake_api)
+    events: list[Event] = []
+    policy = HandoffPolicy(window=40_000, headroom=25_000)
+    rt = Runtime(workspace=workspace, run_dir=workspace / "runs", resilience=PATIENT, handoff=policy)
+    try:
+        task = asyncio.ensure_future(rt.run(WORKER, "清洗这些 CSV。", on_event=_away_while_writing(fake_api, events)))
+        await _until(lambda: _down_said(events, fake_api), "the hand-off's wait for the API")
+        first = fake_api.requests[0].headers.get("x-claude-code-session-id")
+        _from_another_thread(lambda: rt.interrupt("", resume=False))
+        await _stopped_within(task, "stop while the hand-off waits")
+        result = task.result()
+    finally:
+        rt.close()
+    assert not result.ok and result.error == INTERRUPTED
+    assert result.retired == [] and result.session_id == first
+    assert not (workspace / ".flower" / "notes" / "交接-worker.md").exists()
+    assert not any(asks_for_handoff(r) for r in fake_api.requests)
+    rows = manifest.read_rows(workspace / "runs")
+    assert [(r["step"], r["error"]) for r in rows] == [("worker", INTERRUPTED)]

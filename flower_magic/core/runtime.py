@@ -190,6 +190,7 @@ class Runtime:
             archive=rd.handoffs_archive,
             attempt=self._attempt,
             carry_on=self._continue,
+            wait_out=self._retry_wait,
             lang=pick_lang_or_default(lang),
         )
         self._model_checked = False

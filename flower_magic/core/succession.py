@@ -25,6 +25,9 @@ Guarantees:
       hook sees the new id).
     - A session that overflowed is not asked to write anything (it cannot): a degraded hand-off is
       used, and the overflow size calibrates the window for next time.
+    - The hand-off turn waits out an outage as a step's attempt does (it is written once the API is
+      back, not degraded because it was away); a stop during that wait ends the step with the full
+      session still its own, nothing retired: the next wake hands off from it.
     - Runaways stop: a successor that cannot get under the line stops at its first crossing after
       a squeeze (``ContextStop``); after ``max_generations`` successors, or two degraded hand-offs in a
       row, the step fails too. Each error says which setting to change.
@@ -61,7 +64,8 @@ from flower_magic.core.handoff import (
     model_mismatch,
     remember_overflow,
 )
-from flower_magic.core.result import HANDOFF_DUE, INTERRUPT_NOTE, Plan, StepResult
+from flower_magic.core.resilience import RESUME_PROMPT
+from flower_magic.core.result import HANDOFF_DUE, INTERRUPT_NOTE, INTERRUPTED, Plan, StepResult
 from flower_magic.core.storage import RunStore
 from flower_magic.core.words import human_tokens, say
 
@@ -74,6 +78,9 @@ BLAME_CHARS_PER_TOKEN = 4
 Attempt = Callable[[AgentSpec, Plan, StepResult, Sink | None], Awaitable[None]]
 # The next attempt on the step's session with a prompt (resumed, or restarted under its id).
 CarryOn = Callable[[StepResult, str], Awaitable[Plan]]
+# The runtime's wait between attempts (``Runtime._retry_wait``): waits out an outage and backs off;
+# False when the attempt is not tried again (not retryable, out of attempts, or a stop ended the wait).
+WaitOut = Callable[[StepResult, int, Sink | None], Awaitable[bool]]
 
 
 @dataclass
@@ -120,6 +127,7 @@ class Succession:
         archive: Path,
         attempt: Attempt,
         carry_on: CarryOn,
+        wait_out: WaitOut,
         lang: str,
     ) -> None:
         self.watch = watch
@@ -129,6 +137,7 @@ class Succession:
         self.archive = archive
         self.attempt = attempt
         self.carry_on = carry_on
+        self.wait_out = wait_out
         self.lang = lang
 
     def say(self, key: str, **fields: Any) -> str:
@@ -197,7 +206,10 @@ class Succession:
             text = self.say("handoff_writing", ctx=f"{context / 1000:.1f}", window=policy.window // 1000)
             payload = {"phase": "writing", "step": result.step, "context": context, "window": policy.window}
             emit(on_event, Event("handoff", text, payload=payload))
-            doc, why = await self._write_turn(spec, result)
+            doc, why = await self._write_turn(spec, result, on_event)
+            if why == INTERRUPTED:  # stopped while the turn waited for the API: keep the session
+                result.error = INTERRUPTED
+                return None
             if why:
                 doc = degraded(step, prompt, why)
         if why:
@@ -227,20 +239,35 @@ class Succession:
         result.session_id = None
         return doc.prompt_block(), streak
 
-    async def _write_turn(self, spec: AgentSpec, result: StepResult) -> tuple[Handoff, str]:
+    async def _write_turn(self, spec: AgentSpec, result: StepResult, on_event: Sink | None) -> tuple[Handoff, str]:
         """Resume the full session for one more turn that writes the hand-off. Returns it and why it is
-        degraded ("" if it is not)."""
+        degraded ("" if it is not; ``INTERRUPTED`` when a stop ended a wait for the API)."""
         step = base_step(result.step)
         turn = StepResult(step=result.step, session_id=result.session_id)
-        plan = Plan(handoff_prompt(self.watch.watermark, self.watch.policy.window), resume=result.session_id)
+        prompt = handoff_prompt(self.watch.watermark, self.watch.policy.window)
+        plan = Plan(prompt, resume=result.session_id)
+        # Not streamed, and without the step's budget cap: an unfinished hand-off is worth the spend.
+        writer = replace(spec, max_budget_usd=None)
+        tries, again = 0, prompt
         try:
             with self.watch.writing():
-                # Not streamed, and without the step's budget cap: an unfinished hand-off is worth the spend.
-                await self.attempt(replace(spec, max_budget_usd=None), plan, turn, None)
+                while True:
+                    tries += 1
+                    await self.attempt(writer, plan, turn, None)
+                    # An outage is waited out (its notes shown) and the turn tried again, once the API is back.
+                    if turn.ok or not await self.wait_out(turn, tries, on_event):
+                        break
+                    # The failed try may have left the request in the session: then it is told to go on.
+                    key = {"project_key": self.project_key, "session_id": turn.session_id}
+                    with contextlib.suppress(Exception):
+                        again = RESUME_PROMPT if self.store.holds_text(key, prompt) else prompt
+                    plan = await self.carry_on(turn, again)
         except Exception as exc:
             return Handoff(step=step), type(exc).__name__
         result.cost_usd = round(result.cost_usd + turn.cost_usd, 6)
         result.num_turns += turn.num_turns
+        if turn.error == INTERRUPTED:
+            return Handoff(step=step), INTERRUPTED
         if not turn.ok:
             return Handoff(step=step), (turn.error or self.say("handoff_turn_failed"))[:80]
         doc = Handoff.parse(turn.text, step=step)
