@@ -128,6 +128,25 @@ class PgServer:
             conn.execute(f'CREATE DATABASE "{name}"')
         return self.url(name)
 
+    def halt(self) -> None:
+        """Stop the server and keep its data: it is unreachable until ``resume``."""
+        subprocess.run(
+            [*self._as, self._pg_ctl, "-D", str(self.root / "data"), "-m", "immediate", "-w", "stop"],
+            capture_output=True,
+            timeout=60,
+        )
+
+    def resume(self) -> None:
+        """Start a halted server again on the same port, with the same data."""
+        opts = f"{SERVER_OPTIONS} -p {self.port} -k {self.root}"
+        self._run(
+            [self._pg_ctl, "-D", str(self.root / "data"), "-l", str(self.root / "log"), "-w"],
+            "pg_ctl start",
+            "-o",
+            opts,
+            "start",
+        )
+
     def stop(self) -> None:
         if (self.root / "data" / "postmaster.pid").exists():
             subprocess.run(

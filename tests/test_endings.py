@@ -15,8 +15,10 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,8 @@ from flower_magic.core.lineage import Lineage
 from flower_magic.front.outcome import Ending, Outcome
 from flower_magic.testing import FakeAnthropic, hang, text, tool_use
 from flower_magic.testing.roles import as_role, role_of
-from tests.helpers import wait_until
+from tests.helpers import stored_session, wait_until
+from tests.pg import NoServer, PgServer
 
 pytestmark = pytest.mark.slow
 
@@ -177,6 +180,56 @@ def test_terminal_ended_mid_step(
     if how == "kill":  # the next start found the kill and wrote what the killed run could not
         rows = manifest.read_rows(ws / "runs")
         assert next(r["error"] for r in rows if r["step"] == WORK) == "killed-by-signal"
+
+
+@pytest.fixture
+def own_pg() -> Iterator[PgServer]:
+    """A PostgreSQL server of this test's own, which it may take away (the session's is shared)."""
+    try:
+        server = PgServer()
+    except NoServer as exc:
+        pytest.skip(f"no PostgreSQL server could be started here: {exc}")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_terminal_store_lost_mid_run(
+    ws: Path, env: dict[str, str], fake_api: FakeAnthropic, own_pg: PgServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's sessions live in PostgreSQL, which goes away while the worker answers and comes back
+    before the judge. The run goes on (the CLI keeps its own copy of every line), says the store could
+    not be used (naming it without its password), and ends once, with the ending that happened, the
+    same in every view; the next start continues the same session, and the store holds what was said
+    while it was away."""
+    url = own_pg.fresh_url()
+    env = dict(env, FLOWER_SESSIONS=url)
+    monkeypatch.setenv("FLOWER_SESSIONS", url)  # this process reads the store too (its password)
+    _waking(ws)
+    gate = threading.Event()
+    fake_api.add(as_role("worker", text("Half of it.", hold=gate)), as_role("judge", text(ACHIEVED)))
+    proc = _flower(ws, env, "--rounds", "1")
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout or []), daemon=True)
+    reader.start()
+    _running(fake_api, "worker")
+    own_pg.halt()
+    gate.set()
+    lost = f"session store postgresql://flower@127.0.0.1:{own_pg.port}/"
+    wait_until(lambda: any(lost in line for line in list(lines)), "the run to say the store is lost", give_up_s=120)
+    own_pg.resume()
+    rc = proc.wait(timeout=300)
+    reader.join(timeout=30)
+    with proc.stdout or nullcontext(), proc.stderr or nullcontext():
+        said = "".join(lines) + (proc.stderr.read() if proc.stderr else "")
+    assert rc == 0, said
+    assert own_pg.password not in said
+    agree(ws, env, Ending.DONE, "", said, "flower")
+    work = Lineage.open(ws / "runs", ws).steps[WORK]
+    continues(ws, env, fake_api, WORK)
+    held = json.dumps(stored_session(ws / "runs", work, ws) or [], ensure_ascii=False)
+    assert "Half of it." in held, "the store never received what it missed"
 
 
 # -- the background runner ------------------------------------------------------------------------------
