@@ -211,8 +211,11 @@ class Model:
         )
         with self.lock:
             # One reply reports the context full: the session hands off once, its successor starts small.
-            usage = {"input_tokens": FULL_TOKENS} if self.full else {}
-            self.full = False
+            # Not a session's first request: a session that starts past the line is a runaway (the
+            # runtime stops it, rightly), not a full one.
+            grown = len(request.messages) > 1
+            usage = {"input_tokens": FULL_TOKENS} if self.full and grown else {}
+            self.full = self.full and not grown
         if answered:
             with self.lock:
                 self.finals += 1
