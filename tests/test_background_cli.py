@@ -23,6 +23,7 @@ import pytest
 
 from flower_magic.core import live
 from flower_magic.core.human import ASK_TOOL
+from flower_magic.core.words import say
 from flower_magic.testing import FakeAnthropic, Reply, Request, text, tool_use
 from flower_magic.testing.roles import role_of
 from tests.helpers import claude_processes, is_running, wait_until
@@ -133,8 +134,9 @@ def test_a_background_run_through_a_sequence_of_failures(
     # main thread shows dead a moment before.
     wait_until(lambda: not live.live_state(run_dir).live, "the lock to go with the runner", give_up_s=5)  # type: ignore[union-attr]
 
-    rc, out, _ = _done(attached)
-    assert rc == 1 and "is gone" in out and "parquet" in out
+    rc, out, err = _done(attached)
+    # The follower says the ending the next start will record (issue 23), on stderr: it did not end well.
+    assert rc == 1 and say("end_killed", "en", step="干活") in err and "parquet" in out
     after_kill = live.read_log(run_dir)
     assert after_kill[: len(records)] == records and after_kill[-1]["type"] != "end"
     first_session = json.loads((run_dir / "lineage.json").read_text(encoding="utf-8"))["steps"]["干活"]

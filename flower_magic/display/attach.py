@@ -7,7 +7,8 @@ thread. The cell returns at once; the kernel is free while the view keeps changi
 
 Guarantees:
     - The view is closed exactly once: on the log's ``end`` record (its total and, if the run
-      stopped, why) or when the run's process is gone without one (the ``live_gone`` line).
+      stopped, why) or when the run's process is gone without one (the killed ending the next start
+      will record, ``front.launch.found_outcome``, said as every view says it).
     - Answers given in the view (widget mode) go to the run's inbox (``core.live.post``) with
       ``source="notebook"``; they never raise into the kernel: a run that ended meanwhile is logged.
     - Without widgets (nbclient, papermill, a kernel without ipywidgets) the view says where a

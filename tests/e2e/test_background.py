@@ -234,7 +234,8 @@ def test_a_background_run_outlives_the_kernel_and_takes_answers_words_and_a_stop
     assert not any(r["type"] == "end" for r in after)
     assert any("sleep(122)" in json.dumps(r, ensure_ascii=False) for r in after)  # up to the kill
     gone = kernel.display_id(fourth)
-    kernel.pump(lambda: say("live_gone", "zh") in _shown(kernel, gone), "the follower's live_gone line")
+    killed = say("end_killed", "zh", step="干活")  # the ending the next start records, said as every view says it
+    kernel.pump(lambda: killed in _shown(kernel, gone), "the follower's killed ending")
     fake_api.add(as_role("worker", text("被杀之后接着做完了")), as_role("judge", text(PASS)))
     n = len(_by(fake_api, "worker"))
     last = kernel.run("%flower")
