@@ -3,7 +3,11 @@ build 2; acceptance c). ``scripts/soak`` runs the long version and prints the fi
 
 Issue 22: the walk also cuts clarifications short (``-9`` while the clarifier's request is in flight,
 or while its question waits) and says words at the next wake; every clarifier request must carry them
-exactly once, as every worker request must carry each phrase said to its session exactly once."""
+exactly once, as every worker request must carry each phrase said to its session exactly once.
+
+Issue 23: the walk ends runs each way a person can (a stop, also during an outage; the panel's stop; a
+kernel's shutdown with a question open; a start whose store cannot be reached) and checks after each
+that the ending was written once and ``live.json`` is not left running."""
 
 from __future__ import annotations
 
@@ -21,8 +25,21 @@ SEEDS = {3: True, 5: False}
 OPS_PER_WALK = 12
 # The PostgreSQL walk (issue 17) is shorter: within the suite's budget, still a kill and another strike.
 OPS_PER_PG_WALK = 8
-# The seed whose walk cuts a clarification short both ways and then says something to it.
+# The seed whose walk begins with the ways a person ends a run, whatever the seed would choose: a
+# clarification cut short three ways (-9 while its request is in flight, -9 and a kernel's shutdown
+# while its question waits), each followed by words for it, and the stops (flower --stop during an
+# outage, the panel's stop) and words while the API is away; then the seed's own ops.
 CUT_SEED = 3
+OPENING = [
+    "task+none",
+    "cut+kill@clarify",
+    "wake+none",
+    "cut+closed@question",
+    "wake+stopout",
+    "cut+kill@question",
+    "wake+panel",
+    "continue+remarkout",
+]
 
 
 @pytest.mark.timeout(1500)
@@ -36,7 +53,8 @@ def test_a_walk_of_failures_keeps_every_word_and_every_file_whole(
     seed: int, sessions: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     lines: list[str] = []
-    walk = Walk(seed, tmp_path, log=lines.append)
+    opening = OPENING if seed == CUT_SEED and not is_short_variant(request) else []
+    walk = Walk(seed, tmp_path, log=lines.append, opening=opening)
     assert walk.goals is SEEDS[seed]
     ops = OPS_PER_PG_WALK if is_short_variant(request) else OPS_PER_WALK
     failures = walk.run(ops)
@@ -46,5 +64,4 @@ def test_a_walk_of_failures_keeps_every_word_and_every_file_whole(
     struck = {str(k).split("+")[1].split("@")[0] for k in walk.counts}
     assert "kill" in struck and len(struck - {"none"}) >= 2, walk.counts
     if seed == CUT_SEED and not is_short_variant(request):
-        assert {"cut+kill@clarify", "cut+kill@question"} <= set(walk.counts), walk.counts
         assert walk.heard_by_clarifier >= 2, walk.counts

@@ -39,8 +39,9 @@ After every operation:
       ``live.json`` does not say running; no two manifest rows are one step attempt;
     - a refused start left the directory byte-identical, sent nothing to the API and said one line.
 
-``Walk(seed).run(n)`` returns the failures (empty when the invariant held); ``scripts/soak`` runs
-many seeds and prints the figures.
+``Walk(seed).run(n)`` returns the failures (empty when the invariant held); ``Walk(seed, opening=[...])``
+begins with the ops given (``"cut+kill@clarify"``, ``"wake+stopout"``) before the seed chooses.
+``scripts/soak`` runs many seeds and prints the figures.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -281,7 +282,9 @@ def _claude_pids(workspace: Path) -> list[int]:
 class Walk:
     """One seeded walk. ``run(n)`` performs ``n`` operations and returns the failures."""
 
-    def __init__(self, seed: int, root: Path, *, log: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, seed: int, root: Path, *, log: Callable[[str], None] | None = None, opening: Sequence[str] = ()
+    ) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
         self.root = root
@@ -305,6 +308,7 @@ class Walk:
         self.heard_by_clarifier = 0  # ops that said something to an unfinished clarification
         self.stranger: Stranger | None = None  # the live process a reused pid names, until the next op ends
         self.stop_took: list[float] = []  # seconds from a stop asked to the run's process gone
+        self.opening = list(opening)  # ops to begin with, before the seed chooses
         self.before_refused = ""  # the directory's digest before a refused start
 
     # -- the environment -----------------------------------------------------------------------------
@@ -356,6 +360,10 @@ class Walk:
     # -- choosing ------------------------------------------------------------------------------------
 
     def choose(self) -> Op:
+        if self.opening:  # the walk's first ops, as given ("start+event@moment"); then the seed's
+            start, _, rest = self.opening.pop(0).partition("+")
+            event, _, moment = rest.partition("@")
+            return self.phrased(Op(start, event, moment))
         start = self.rng.choice(STARTS) if self.started else "task"
         if self.unfinished() and start != "task" and self.rng.random() < 0.6:
             start = "wake"  # words for the clarification that was cut short
@@ -368,10 +376,14 @@ class Walk:
         op = Op(start, event, self.rng.choice(MOMENTS) if event in (*KILLED, "term") else "")
         if event == "term" and op.moment == "early":
             op.moment = "tool"
-        # Bracketed, so that no phrase is part of another ("-1" of "-10"): each is counted on its own.
-        if start == "wake":
+        return self.phrased(op)
+
+    def phrased(self, op: Op) -> Op:
+        """``op`` with the words it says: at wake, and with an interrupt or while the API is away.
+        Bracketed, so that no phrase is part of another ("-1" of "-10"): each is counted on its own."""
+        if op.start == "wake":
             op.said = f"「唤醒补充-{self.seed}-{self.ops_done}」"
-        if event in ("interrupt", "remarkout"):
+        if op.event in ("interrupt", "remarkout"):
             op.words = f"「打断的话-{self.seed}-{self.ops_done}」"
         return op
 
