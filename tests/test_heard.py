@@ -169,7 +169,7 @@ class Flower:
             return
         wait_until(lambda: not is_running(self.pid), "the background run to end", give_up_s=GIVE_UP_S)
         end = live.read_log(self.ws / "runs")[-1]
-        assert end["type"] == "end" and not end["failed_at"], end
+        assert end["type"] == "end" and end["ending"] == "done", end
 
     def close(self) -> None:
         if self.proc is not None:
