@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from flower_magic.core.errors import FlowerError, UserError, logged
+from flower_magic.core.errors import FlowerError, UserError, disk_error, logged
 from flower_magic.core.rundir import WORK_STEP, RunDir, Snapshot
 from flower_magic.core.words import say
 from flower_magic.front.options import GoError, GoOptions, model_session, snapshot
@@ -404,7 +404,8 @@ class Launch:
         if self.live is not None and self.live.stopped and self._cause is None:
             self._cause = Ending.STOPPED
         if self.error is not None:
-            return self._told(_error_ending(self.error), step or running, asked=asked, why=_error_why(self.error))
+            why = _error_why(self.error, lang)
+            return self._told(_error_ending(self.error), step or running, asked=asked, why=why)
         if self._cause is Ending.INTERRUPTED and self.closing():
             self._cause = Ending.CLOSED  # the interrupt was a shutdown's first step
         if self._cause is not None:
@@ -441,8 +442,13 @@ def _error_ending(exc: BaseException) -> Ending:
     return Ending.FAILED
 
 
-def _error_why(exc: BaseException) -> str:
-    return str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+def _error_why(exc: BaseException, lang: str) -> str:
+    """What a person reads for an error that ended the run: a mistake's own line, the disk's trouble
+    said as the disk's (what could not be written, and why), else the error as raised."""
+    if isinstance(exc, UserError):
+        return str(exc)
+    disk = disk_error(exc, lang)
+    return str(disk) if disk is not None else f"{type(exc).__name__}: {exc}"
 
 
 # -- the previous run, when it left no word --------------------------------------------------------------
