@@ -17,7 +17,10 @@ from flower_magic.testing import FakeAnthropic, Reply, drop, error, hang, text, 
 from tests.conftest import is_short_variant
 from tests.helpers import stored_session
 
-pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+# pytest-jupyter (loaded by test_liveness.py and test_server.py) collects every coroutine test itself,
+# before anyio can mark it as needing ``anyio_backend``; anyio then re-makes such a test once per backend
+# and drops its other parameters. Asking for the fixture outright keeps this module's tests as written.
+pytestmark = [pytest.mark.anyio, pytest.mark.slow, pytest.mark.usefixtures("anyio_backend")]
 
 FAST = Resilience(base_delay=0.2, max_delay=1.0, probe_interval=1.0, probe_timeout=1.0, max_offline_wait=120)
 DEBRIS = ("API Error", "ECONNREFUSED", "Connection refused", "No response requested")

@@ -27,7 +27,10 @@ from flower_magic.core.words import say
 from flower_magic.testing import FakeAnthropic, Request, error, text, tool_use
 from flower_magic.testing.roles import asks_for_handoff
 
-pytestmark = pytest.mark.slow
+# pytest-jupyter (loaded by test_liveness.py and test_server.py) collects every coroutine test itself,
+# before anyio can mark it as needing ``anyio_backend``; anyio then re-makes such a test once per backend
+# and drops its other parameters. Asking for the fixture outright keeps this module's tests as written.
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("anyio_backend")]
 
 SPEC = AgentSpec(name="worker", instructions="", allowed_tools=[])
 WORKER = AgentSpec(name="worker", instructions="", allowed_tools=["Bash"])

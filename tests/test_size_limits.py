@@ -27,6 +27,7 @@ from flower_magic.core.agent import MAX_MESSAGE_BYTES
 from flower_magic.core.resilience import RESUME_PROMPT
 from flower_magic.core.words import say
 from flower_magic.front.options import MAX_TASK_CHARS
+from flower_magic.front.outcome import Ending, Outcome
 from flower_magic.testing import FakeAnthropic, Request, text, tool_use
 from flower_magic.testing.roles import as_role, role_of
 
@@ -151,9 +152,11 @@ def test_a_message_past_the_limit_stops_the_step_once_with_its_cause_in_one_line
     )
     done = flower(workspace, child_env, "写个脚本")
     assert done.rc == 1, done.err
+    failed = Outcome(Ending.FAILED, step="干活")  # the ending, said as every view says it
     assert done.err.splitlines() == [
         say("too_big", "en", limit="64 MiB", cmd="flower"),
-        say("aborted", "en", step="干活"),
+        failed.headline("en"),
+        failed.next_step("en", "flower"),
     ]
     assert "Traceback" not in done.err + done.out and "Event loop is closed" not in done.err
     assert [role_of(r) for r in fake_api.requests] == ["clarifier", "goal", "worker"]

@@ -131,6 +131,7 @@ def ending_words(outcome: Outcome, lang: str, cmd: str) -> tuple[str, str, str]:
     from flower_magic.core.printable import printable
 
     why = printable(outcome.why)[:WHY_CHARS] if outcome.why else ""
+    why = why[2:] if why.startswith("! ") else why  # a phrase that is a warning already: ending_lines marks it
     return why, printable(outcome.headline(lang)), outcome.next_step(lang, cmd)
 
 
