@@ -214,7 +214,7 @@ class Model:
             # One reply reports the context full: the session hands off once, its successor starts small.
             # Not a session's first request: a session that starts past the line is a runaway (the
             # runtime stops it, rightly), not a full one.
-            grown = len(request.messages) > 1
+            grown = any(m.get("role") == "assistant" for m in request.messages)  # it has answered before
             usage = {"input_tokens": FULL_TOKENS} if self.full and grown else {}
             self.full = self.full and not grown
         if answered:
