@@ -30,9 +30,7 @@ def workspace(tmp_path: Path) -> Path:
     return ws
 
 
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
-    """A throw-away PostgreSQL server for the whole session (tests/pg.py); skips where none can start."""
+def _throw_away_pg() -> Iterator[PgServer]:
     try:
         server = PgServer()
     except NoServer as exc:
@@ -41,6 +39,18 @@ def pg_server() -> Iterator[PgServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """A throw-away PostgreSQL server for the whole session (tests/pg.py); skips where none can start."""
+    yield from _throw_away_pg()
+
+
+@pytest.fixture
+def own_pg() -> Iterator[PgServer]:
+    """A PostgreSQL server of this test's own, which it may halt and resume (the session's is shared)."""
+    yield from _throw_away_pg()
 
 
 @pytest.fixture

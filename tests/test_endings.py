@@ -32,7 +32,7 @@ from flower_magic.front.outcome import Ending, Outcome
 from flower_magic.testing import FakeAnthropic, hang, text, tool_use
 from flower_magic.testing.roles import as_role, role_of
 from tests.helpers import stored_session, wait_until
-from tests.pg import NoServer, PgServer
+from tests.pg import PgServer
 
 pytestmark = pytest.mark.slow
 
@@ -180,19 +180,6 @@ def test_terminal_ended_mid_step(
     if how == "kill":  # the next start found the kill and wrote what the killed run could not
         rows = manifest.read_rows(ws / "runs")
         assert next(r["error"] for r in rows if r["step"] == WORK) == "killed-by-signal"
-
-
-@pytest.fixture
-def own_pg() -> Iterator[PgServer]:
-    """A PostgreSQL server of this test's own, which it may take away (the session's is shared)."""
-    try:
-        server = PgServer()
-    except NoServer as exc:
-        pytest.skip(f"no PostgreSQL server could be started here: {exc}")
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def test_terminal_store_lost_mid_run(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -313,8 +312,6 @@ def test_the_model_gone_past_the_outage_budget_is_its_own_ending(
     launch = Launch(_opts(ws, rounds=1), front_end="terminal", resilience=quick)
     launch.plan()
     launch.apply()
-    started = time.monotonic()
-    outcome = launch.run()
-    assert time.monotonic() - started < 120
+    outcome = launch.run()  # the suite's per-test timeout keeps a wait that never gives up from hanging it
     assert (outcome.ending, outcome.step) == (Ending.MODEL_UNREACHABLE, "干活"), outcome
     _assert_ended_once(launch.rundir, Ending.MODEL_UNREACHABLE, launch)

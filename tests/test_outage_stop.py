@@ -45,9 +45,11 @@ def _down_said(events: list[Event], api: FakeAnthropic) -> bool:
 
 
 async def _until(happened: Any, what: str) -> None:
+    """Wait until ``happened()``; give up (a failure, not a timing) after two minutes, as helpers.wait_until."""
     give_up = time.monotonic() + 120
     while not happened():
-        assert time.monotonic() < give_up, f"{what} never happened"
+        if time.monotonic() > give_up:
+            raise AssertionError(f"{what} never happened")
         await asyncio.sleep(0.05)
 
 
