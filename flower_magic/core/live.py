@@ -672,6 +672,9 @@ class LiveRun:
         """The run is over: the ``end`` record (``fields``: how it ended, ``front.outcome.Outcome``'s
         record), the state ``ended``, the inbox closed."""
         self.log.record("end", **fields, stopped=self.stopped)
+        with self._state_lock:
+            self.state.state, self.state.asks = ENDED, []
+        self._save()  # at once: a process that is going (a kernel's shutdown) may not outlive the join below
         self.close(ended=True)
 
     def close(self, *, ended: bool = False) -> None:

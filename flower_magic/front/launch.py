@@ -55,6 +55,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+ENDING_WAIT_S = 3.0  # a process that is going waits this long for another thread writing the ending
+
 STOP_REASONS = {  # what the agent's open question is settled with, by who ended the run (the model reads it)
     Ending.INTERRUPTED: "人按了中断",
     Ending.STOPPED: "人让运行停下",
@@ -350,7 +352,7 @@ class Launch:
             self.rt.rescue()
         step = self.live.state.step if self.live is not None else ""
         asked = bool(self.live is not None and self.live.state.asks)
-        self._end(self._told(self._cause, step, asked=asked), wait=False)
+        self._end(self._told(self._cause, step, asked=asked), wait=ENDING_WAIT_S if stop else False)
         if stop:
             with logged(log, "stopping a run whose process is going"):
                 self.interrupt(cause=cause)
@@ -363,9 +365,13 @@ class Launch:
         step = self.live.state.step if self.live is not None else ""
         return self._told(self._cause, step)
 
-    def _end(self, outcome: Outcome, *, wait: bool = True) -> None:
-        if not self._ending.acquire(blocking=wait):
-            return  # another thread is writing the ending now (a signal landed during it)
+    def _end(self, outcome: Outcome, *, wait: bool | float = True) -> None:
+        """Write ``outcome`` unless an ending is written already. ``wait``: True, or the seconds to wait
+        for another thread writing one now (a process that is going must not leave before it is on disk);
+        False from a signal handler, which may have landed during that write."""
+        got = self._ending.acquire(timeout=wait) if not isinstance(wait, bool) else self._ending.acquire(blocking=wait)
+        if not got:
+            return
         try:
             if self.outcome is not None:
                 return
