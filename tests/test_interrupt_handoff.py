@@ -114,6 +114,38 @@ async def test_crossing_the_line_hands_off_to_a_new_session(
     assert done.payload["sections"]["next"].startswith("在干净的分支上")
 
 
+async def test_words_heard_in_the_turn_a_hand_off_cuts_reach_the_successor(
+    fake_api: FakeAnthropic, fake_api_env: dict[str, str], workspace: Path
+) -> None:
+    """Seen in the soak (seed 1001): words said while the API was away went with the first request
+    once it was back; that request's answer crossed the line, the hand-off cut the turn, and the
+    successor began from a hand-off that did not carry them — the person's words were lost."""
+    words = "改用 json 格式"
+    fake_api.add(
+        tool_use("Bash", {"command": "python3 -c 'import time; time.sleep(30)'"}, usage={"input_tokens": 8_000}),
+        text("好的", usage={"input_tokens": 16_000}),  # the resumed turn, with the words, crosses 15K
+        text(HANDOFF_DOC, match=_asks_for_handoff, usage={"input_tokens": 16_500}),
+        text("接手完成", usage={"input_tokens": 3_000}),
+    )
+    rt = Runtime(workspace=workspace, run_dir=workspace / "runs", resilience=False, handoff=_handoff_policy())
+
+    def sink(ev: Event) -> None:
+        if ev.kind == "tool_call":
+            threading.Timer(0.5, rt.interrupt, args=(words,)).start()
+
+    try:
+        result = await rt.run(WORKER, "清洗这些 CSV。", on_event=sink)
+    finally:
+        rt.close()
+    assert result.ok, result.error
+    (old,) = result.retired
+    heard = [r for r in fake_api.requests if words in r.all_text and not _asks_for_handoff(r)]
+    assert {r.headers.get("x-claude-code-session-id") for r in heard} >= {old, result.session_id}
+    successor = fake_api.requests[-1]
+    assert successor.headers.get("x-claude-code-session-id") == result.session_id
+    assert successor.all_text.count(words) == 1 and "parse_dates" in successor.last_user_text
+
+
 async def test_two_degraded_handoffs_in_a_row_stop(
     fake_api: FakeAnthropic, fake_api_env: dict[str, str], workspace: Path
 ) -> None:

@@ -25,6 +25,9 @@ INTERRUPT_WITH_WORDS = "人在这里打断了你,说:\n\n{said}\n\n照这句话�
 INTERRUPT_SILENT = "人打断了一下,现在继续。"
 # Words that came after the session's turn had ended (while its work was being judged): nothing was cut.
 AFTER_TURN_WORDS = "你这一轮做完之后,人又说:\n\n{said}\n\n照这句话调整,接着做。"
+# Words the session heard in the turn a hand-off cut: its successor hears them too (the hand-off, written
+# by the session that had just been told, may not carry them).
+HANDED_ON_WORDS = "交接前,人刚对上一个会话说了这句话,它还没来得及照做:\n\n{said}\n\n照这句话调整,接着做。"
 
 
 @dataclass
@@ -73,11 +76,22 @@ class Plan:
     resume: str | None = None
     fork: bool = False
     session_id: str | None = None  # start a new session under this id (lineage kept it)
+    words: str = ""  # a person's words this prompt carries, not yet answered (a hand-off hands them on)
 
 
 def after_words_prompt(words: str) -> str:
     """The prompt that resumes a session with words a person said after its turn ended."""
     return AFTER_TURN_WORDS.format(said=words)
+
+
+def handed_on_prompt(words: str) -> str:
+    """What a hand-off's successor is told of words its predecessor heard in the turn the hand-off cut."""
+    return HANDED_ON_WORDS.format(said=words)
+
+
+def more_words(before: str, words: str | None) -> str:
+    """Words not yet answered: those a prompt carried and those said since, in order."""
+    return "\n\n".join(w for w in (before, words or "") if w)
 
 
 def interrupt_prompt(words: str | None) -> str:

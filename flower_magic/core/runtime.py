@@ -65,7 +65,9 @@ from flower_magic.core.result import (
     KILLED,
     Plan,
     StepResult,
+    handed_on_prompt,
     interrupt_prompt,
+    more_words,
     with_words,
 )
 from flower_magic.core.rundir import RunDir
@@ -460,7 +462,11 @@ class Runtime:
                     if not result.session_id:
                         # Nothing to resume yet (a hand-off's successor before its first line): the
                         # words go with the session's first prompt instead of being dropped.
-                        plan = replace(plan, prompt=f"{plan.prompt}{OPENING_JOIN}{interrupt_prompt(words)}")
+                        plan = replace(
+                            plan,
+                            prompt=f"{plan.prompt}{OPENING_JOIN}{interrupt_prompt(words)}",
+                            words=more_words(plan.words, words),
+                        )
                         attempt -= 1
                         continue
                     emit(
@@ -472,6 +478,7 @@ class Runtime:
                         ),
                     )
                     plan = await self._continue(result, interrupt_prompt(words))
+                    plan.words = words or ""
                     turn.squeezed = False  # a new prompt opens a new turn, which may be squeezed again
                     attempt -= 1
                     continue
@@ -480,17 +487,23 @@ class Runtime:
                     if room is None:
                         break
                     if room.resume is None:
+                        if plan.words:
+                            # The cut turn had not answered them: the successor hears them, once.
+                            prompt_on = f"{room.prompt}{OPENING_JOIN}{handed_on_prompt(plan.words)}"
+                            room = replace(room, prompt=prompt_on, words=plan.words)
                         self._opening = room.prompt  # a successor: its own instructions from here on
                     plan = room
                     attempt -= 1
                     continue
                 if not await self._retry_wait(result, attempt, on_event):
                     break
+                unanswered = plan.words  # the failed try did not answer them
                 plan = (
                     await self._continue(result, self.resilience.resume_prompt)
                     if result.session_id
                     else replace(plan, resume=None, fork=False)
                 )
+                plan.words = unanswered
         except BaseException as exc:
             result.ok = False
             result.error = result.error or (
@@ -692,6 +705,7 @@ class Runtime:
                 if words:
                     # The plan carries them from here: an attempt that starts the session again says them again.
                     plan.prompt = prompt = with_words(prompt, words, OPENING_JOIN)
+                    plan.words = more_words(plan.words, words)
             await client.query(prompt)
             async for message in client.receive_response():
                 self._see_session(message, result)
