@@ -10,7 +10,12 @@ Guarantees:
     - Thread-safe: every public method holds ``lock`` (an ``RLock``); callers that render several
       parts hold it around all of them to get one consistent snapshot.
     - Agent text is made printable (``core.printable``: no escape sequence, no control character)
-      when it arrives and escaped when rendered; a single text is capped at ``MAX_TEXT_CHARS``.
+      when it arrives and escaped when rendered; a single text is capped at ``MAX_TEXT_CHARS``. In
+      HTML the agent's words are Markdown rendered with raw HTML escaped (``display.markdown``); the
+      text views keep them as written.
+    - A judge's round is one log entry (``kind="judge"``) from its header to its verdict: what the
+      judge says and does in between goes into it (shown folded under the ruling in HTML, in order in
+      text), so its ruling never reads as the worker's words.
     - The context the header shows is the main session's of the step that runs (never a judge's or
       a subagent's); before any arrives, the work session's as the wake banner said it.
     - With ``answers_in_place`` (a widget answers questions), a waiting question is in ``open_asks``

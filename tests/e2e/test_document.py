@@ -134,24 +134,38 @@ def test_the_demo_run_reads_as_a_document_live_and_once_saved(tmp_path: Path) ->
         assert size <= README_SHOT_BYTES, f"{name} is {size} bytes"
 
     # The notebook as JupyterLab saved it, read without the extension.
+    problems = _exported(nb_path, _env(tmp_path))
+    assert problems == [], "\n".join(problems)
+
+
+def _exported(nb_path: Path, env: dict[str, str]) -> list[str]:
+    """What is wrong with ``nb_path`` read without the extension: its saved outputs, then
+    ``jupyter nbconvert --to html`` of it in Chromium (screenshots in ``test-output/screenshots``)."""
     saved = nbformat.read(nb_path, as_version=4)
     outputs = [o for o in saved.cells[1].outputs if "data" in o]
-    assert all("text/html" in o["data"] for o in outputs if WIDGET_MIME in o["data"])  # a fallback beside any view
-    assert any("fm-verdict" in o["data"].get("text/html", "") for o in outputs), "no final view in the saved notebook"
+    problems = [f"a widget view without text/html: {list(o['data'])}" for o in outputs if WIDGET_MIME in o["data"]]
+    if not any("fm-verdict" in o["data"].get("text/html", "") for o in outputs):
+        problems.append("no final view in the saved notebook's text/html")
     export = SCREENSHOTS.parent / "document-nbconvert.html"
     convert = [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", str(nb_path), "--output", str(export)]
-    done_ = subprocess.run(convert, capture_output=True, text=True, timeout=120, env=_env(tmp_path))
-    assert done_.returncode == 0, done_.stderr
+    done = subprocess.run(convert, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
     with chromium_page(1000, 900) as page:
         page.goto(export.as_uri())
         page.wait_for_timeout(300)
         page.screenshot(path=str(SCREENSHOTS / "document-nbconvert.png"), full_page=True)
         page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
         page.screenshot(path=str(SCREENSHOTS / "document-nbconvert-open.png"), full_page=True)
-        text = page.locator(".flower-magic").last.inner_text()
+        text = page.locator("body").inner_text()
         headings = page.locator(".flower-magic .fm-md h2").all_inner_texts()
         wrote = page.locator(".flower-magic .fm-md p", has_text=demo_says(LANG, "writing")).count()
-    assert set(HEADINGS) <= set(headings), headings
-    assert wrote == 1  # the worker's words, as a paragraph
-    assert "## " not in text and "\n-- " not in text, text
-    assert say("state_achieved", LANG) in text and "total $" in text
+        ruling = page.locator(".flower-magic .fm-verdict[data-state=achieved]").count()
+    problems += [f"no <h2> {h!r}" for h in HEADINGS if h not in headings]
+    if wrote != 1:
+        problems.append("the worker's words are not a paragraph")
+    if ruling != 1:
+        problems.append("no ruling element")
+    problems += [f"raw {raw.strip()!r} in the page" for raw in ("## ", "\n-- ", "== ") if raw in text]
+    if "total $" not in text:
+        problems.append("no closing lines")
+    return problems
