@@ -55,6 +55,7 @@ class Entry:
     verdict: dict[str, Any] | None = None
     lang: str = "zh"
     chunk: int = field(default=-1, repr=False)
+    _markdown: str | None = field(default=None, init=False, repr=False)  # a text's HTML: it never changes
 
     def to_html(self) -> str:
         if self.kind == "step":
@@ -62,7 +63,9 @@ class Entry:
         if self.kind == "round":
             return html.round_html(self.lines[0])
         if self.kind == "text":
-            return markdown.block_html(html.line_text(self.lines[0]), sub=self.sub)
+            if self._markdown is None:  # up to ~30 ms for a long text: not again on each re-render of its chunk
+                self._markdown = markdown.block_html(html.line_text(self.lines[0]), sub=self.sub)
+            return self._markdown
         if self.kind == "tool":
             return html.tool_html(self.lines[0], self.tool, self.details, sub=self.sub) + html.lines_html(
                 self.lines[1:], sub=self.sub
