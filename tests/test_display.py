@@ -358,7 +358,7 @@ def test_tool_calls_are_one_line_with_collapsed_details() -> None:
     text, page = v.bundle()["text/plain"], v.bundle()["text/html"]
     assert "* [Bash] ls -la" in text and "total 0" not in text
     assert re.search(
-        r'<details class="fm-tool"><summary><span class="fm-tool-name">Bash</span>'
+        r'<details class="fm-tool"><summary><span class="fm-tool-name">Bash</span> '
         r'<span class="fm-tool-arg">ls -la</span></summary>.*&quot;command&quot;.*-&gt; total 0',
         page,
         re.S,

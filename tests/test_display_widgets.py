@@ -7,6 +7,8 @@ handlers a frontend click would. The browser test (tests/e2e/test_widget_view.py
 
 from __future__ import annotations
 
+import html as std_html
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -146,7 +148,7 @@ def test_a_tool_call_is_one_line_with_its_details_collapsed_in_its_section() -> 
     assert section.tools == 1
     page = section.to_html("en")
     assert page.count('<details class="fm-tool">') == 1
-    assert '<summary><span class="fm-tool-name">Bash</span><span class="fm-tool-arg">ls -la</span></summary>' in page
+    assert '<summary><span class="fm-tool-name">Bash</span> <span class="fm-tool-arg">ls -la</span></summary>' in page
     v.close()
 
 
@@ -343,7 +345,7 @@ def test_the_judges_ruling_is_its_own_element_with_its_reason_and_the_checks_it_
     start, end = page.index('<div class="fm-verdict"'), page.index("第二轮开始")
     card = page[start:end]
     assert card.startswith('<div class="fm-verdict" data-state="not_yet">')
-    assert '<span class="fm-verdict-name">干活·判定#1</span><span class="fm-chip fm-st-failed">未达成</span>' in card
+    assert '<span class="fm-verdict-name">干活·判定#1</span> <span class="fm-chip fm-st-failed">未达成</span>' in card
     assert say("verdict_counts", "zh", passed=1, total=2) in card
     assert "<p>还有 <code>空行</code></p>" in card  # the reason, as Markdown
     failed = card[card.index('<ul class="fm-checks">') : card.index("</ul>")]
@@ -356,4 +358,28 @@ def test_the_judges_ruling_is_its_own_element_with_its_reason_and_the_checks_it_
     lines = [line for line in text.splitlines() if line.strip()]
     at = next(i for i, line in enumerate(lines) if line.startswith("-- 干活·判定#1 ---"))
     assert lines[at + 1 : at + 3] == ["* [Read] clean.py", "## 结论"] and "! 判定:未达成" in lines
+    v.close()
+
+
+def _bare_text(page: str) -> str:
+    """The page's text as a renderer without our style block shows it (GitHub strips it): text nodes
+    joined as they are, the style's content left out, blocks on lines of their own."""
+    page = re.sub(r"<style>.*?</style>", "", page, flags=re.S)
+    page = re.sub(r"</?(div|li|ul|p|h\d|summary|details)\b[^>]*>", "\n", page)
+    return std_html.unescape(re.sub(r"<[^>]+>", "", page))
+
+
+def test_without_the_style_block_the_saved_view_still_reads() -> None:
+    """The header, the badges and a step's summary ran together ("donestep 3/3", "✓ passedclean.py")
+    where a page's styles are stripped, as on GitHub (issue 24: the saved notebook without the extension)."""
+    v = view(lang="en", goal_checks=CHECKS)
+    _judged_round(v)
+    v.on_step(None, FakeResult())
+    v.close(Outcome(Ending.DONE, cost_usd=0.02, manifest="m.json"))
+    text = _bare_text(v.bundle()["text/html"])
+    assert f"{say('pill_done', 'en')} " in text and f"{say('hdr_step', 'en', n=3, total=3, name='干活')} " in text
+    assert f"✓ {say('badge_pass', 'en')} {CHECKS[0]}" in text and f"✗ {say('badge_fail', 'en')} {CHECKS[1]}" in text
+    assert "干活 3/3" in text  # the step's name, then its tail
+    assert f"干活·判定#1 {say('state_not_yet', 'en')} {say('verdict_counts', 'en', passed=1, total=2)}" in text
+    assert "Read clean.py" in text  # a tool call's name, then what it was called on
     v.close()

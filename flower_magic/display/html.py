@@ -152,7 +152,7 @@ STYLE = (
     ".flower-magic .fm-tool>summary,.flower-magic div.fm-tool{display:block;white-space:nowrap;overflow:hidden;"
     "text-overflow:ellipsis}"
     ".flower-magic .fm-tool-name{font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:.85em;"
-    "font-weight:600;padding:0 .45em;margin-right:.6em;border:1px solid var(--fm-line);border-radius:3px}"
+    "font-weight:600;padding:0 .45em;margin-right:.3em;border:1px solid var(--fm-line);border-radius:3px}"
     ".flower-magic .fm-tool-arg{opacity:.75}"
     # a round inside a step, and a judge's round: the ruling, its reason, the checks it failed
     ".flower-magic .fm-round{display:flex;align-items:center;gap:1ch;margin:.7em 0 .3em;font-weight:600;"
@@ -222,7 +222,7 @@ def step_html(line: Line) -> str:
     tail = next((text for style, text in line if style == "dim"), "")
     return (
         f'<div class="fm-step"><span class="fm-head">{esc(rule_name(head))}</span>'
-        f'<span class="fm-rule" aria-hidden="true"></span>'
+        f'<span class="fm-rule" aria-hidden="true"></span> '  # a space for a page without the style block
         f'<span class="fm-dim">{esc(tail)}</span></div>'
     )
 
@@ -266,7 +266,7 @@ def tool_html(summary: Line, tool: str, body: str, *, sub: bool = False) -> str:
     prefix = f"* [{tool}] "
     if tool and said.startswith(prefix):
         arg = said[len(prefix) :]
-        shown = f'<span class="fm-tool-name">{esc(tool)}</span><span class="fm-tool-arg">{esc(arg)}</span>'
+        shown = f'<span class="fm-tool-name">{esc(tool)}</span> <span class="fm-tool-arg">{esc(arg)}</span>'
     else:
         shown = spans(summary)
     cls = "fm-tool fm-sub" if sub else "fm-tool"

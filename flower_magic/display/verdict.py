@@ -62,19 +62,20 @@ def card_html(header: Line, said: str, verdict: Mapping[str, Any] | None, lang: 
         state = str(verdict.get("verdict") or "unclear")
         state = state if state in STATES else "unclear"
         chip, ruling = CHIP[state], say(f"state_{state}", lang)
-    head = f'<span class="fm-verdict-name">{name}</span><span class="fm-chip fm-st-{chip}">{html.esc(ruling)}</span>'
+    # Spaces between the parts: a flex row drops them, a page without the style block (GitHub) needs them.
+    head = f'<span class="fm-verdict-name">{name}</span> <span class="fm-chip fm-st-{chip}">{html.esc(ruling)}</span>'
     body = ""
     if verdict is not None:
         counts = _counts(verdict, lang)
         if counts:
-            head += f'<span class="fm-dim">{html.esc(counts)}</span>'
+            head += f' <span class="fm-dim">{html.esc(counts)}</span>'
         reason = markdown.to_html(str(verdict.get("reason") or ""))
         if reason:
             body += f'<div class="{markdown.MD_CLASS}">{reason}</div>'
         failed = failed_checks(verdict)
         if failed:
             rows = "".join(
-                f'<li class="fm-check" data-state="{FAIL}">{badge_html(FAIL, lang)}'
+                f'<li class="fm-check" data-state="{FAIL}">{badge_html(FAIL, lang)} '
                 f'<span class="fm-check-text">{html.esc(check[:CHECK_CHARS])}</span></li>'
                 for check in failed
             )
