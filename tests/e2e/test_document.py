@@ -97,7 +97,12 @@ def test_the_demo_run_reads_as_a_document_live_and_once_saved(tmp_path: Path) ->
         page.goto(f"{lab.url}/lab/tree/demo/demo.ipynb?token={lab.token}")
         page.wait_for_selector(".jp-Notebook", state="visible", timeout=60_000)
         page.wait_for_function("window.jupyterapp && window.jupyterapp.commands.hasCommand('notebook:run-all-cells')")
-        page.wait_for_timeout(1500)  # the kernel connects
+        # The kernel connected and idle: run-all before that runs nothing (seen on a loaded machine).
+        page.wait_for_function(
+            "(() => { const k = window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel;"
+            " return !!k && k.connectionStatus === 'connected' && k.status === 'idle'; })()",
+            timeout=120_000,
+        )
         # Not awaited: the cells finish only after the demo's question is answered below.
         page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
 
