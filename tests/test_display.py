@@ -66,12 +66,16 @@ class TagAudit(HTMLParser):
 
     ALLOWED_TAGS = frozenset(
         {"div", "span", "style", "details", "summary", "table", "thead", "tbody", "tr", "th", "td", "ul", "li"}
+        # what the agent's Markdown renders to (display.markdown)
+        | {"p", "br", "h1", "h2", "h3", "h4", "h5", "h6", "ol", "em", "strong", "del", "code", "pre", "a"}
+        | {"blockquote", "hr"}
     )
     ALLOWED_ATTRS = frozenset(
         {"class", "aria-hidden", "title", "role", "aria-label", "aria-valuemin", "aria-valuemax", "aria-valuenow"}
-        | {"data-status", "data-state", "open"}
+        | {"data-status", "data-state", "open", "href", "target", "rel"}
     )
     STYLE = re.compile(r"width:\d+(\.\d)?%")  # the only inline style: a bar's fill, a number we computed
+    HREF = re.compile(r"(https?://|mailto:|#harmful-link$)")  # a link goes to a page, never runs code
 
     def __init__(self) -> None:
         super().__init__()
@@ -83,6 +87,8 @@ class TagAudit(HTMLParser):
         for name, value in attrs:
             if name == "style" and self.STYLE.fullmatch(value or ""):
                 continue
+            if name == "href" and not self.HREF.match(value or ""):
+                self.bad.append(f"{tag}[href={value}]")
             if name not in self.ALLOWED_ATTRS:
                 self.bad.append(f"{tag}[{name}]")
 
@@ -352,7 +358,10 @@ def test_tool_calls_are_one_line_with_collapsed_details() -> None:
     text, page = v.bundle()["text/plain"], v.bundle()["text/html"]
     assert "* [Bash] ls -la" in text and "total 0" not in text
     assert re.search(
-        r"<details><summary>.*\* \[Bash\] ls -la.*</summary>.*&quot;command&quot;.*-&gt; total 0", page, re.S
+        r'<details class="fm-tool"><summary><span class="fm-tool-name">Bash</span> '
+        r'<span class="fm-tool-arg">ls -la</span></summary>.*&quot;command&quot;.*-&gt; total 0',
+        page,
+        re.S,
     )
     v.sink(Event("tool_result", "boom", payload={"tool_use_id": "t1", "is_error": True}))
     assert "  -> boom" in v.bundle()["text/plain"]
@@ -373,7 +382,8 @@ def test_subagent_thinking_and_system_events_only_when_verbose() -> None:
     assert quiet.state.log.total == 0
     text = loud.bundle()["text/plain"]
     assert "    sub said" in text and "~ pondering" in text and "<system> init" in text and "  -> fine" in text
-    assert 'class="fm-line fm-sub"' in loud.bundle()["text/html"]
+    page = loud.bundle()["text/html"]
+    assert '<div class="fm-md jp-RenderedHTMLCommon fm-sub"><p>sub said</p></div>' in page  # indented
     quiet.close()
     loud.close()
 

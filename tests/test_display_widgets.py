@@ -7,6 +7,8 @@ handlers a frontend click would. The browser test (tests/e2e/test_widget_view.py
 
 from __future__ import annotations
 
+import html as std_html
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -145,7 +147,8 @@ def test_a_tool_call_is_one_line_with_its_details_collapsed_in_its_section() -> 
     section = v.state.sections[-1]
     assert section.tools == 1
     page = section.to_html("en")
-    assert page.count("<details>") == 1 and "<summary>" in page and "[Bash] ls -la" in page
+    assert page.count('<details class="fm-tool">') == 1
+    assert '<summary><span class="fm-tool-name">Bash</span> <span class="fm-tool-arg">ls -la</span></summary>' in page
     v.close()
 
 
@@ -295,3 +298,88 @@ def test_the_static_html_collapses_finished_steps_and_keeps_the_last_open() -> N
     page = v.bundle()["text/html"]
     assert page.count('<details class="fm-sec">') == 1 and page.count('<details class="fm-sec" open>') == 1
     assert page.index('<details class="fm-sec">') < page.index("确认需求") < page.index("1 轮 · $0.0100")
+
+
+# -- the run as a document ---------------------------------------------------------------------------
+
+JUDGE_SAID = "## 结论\n未达成\n\n## 理由\n还有 `空行`\n\n## 未通过\n- 输出里没有空行"
+
+
+def _judged_round(v: RunView) -> None:
+    """A work round, its judge (who reads a file and rules "not yet"), and the next round's words."""
+    v.sink(step("干活", 3))
+    v.sink(Event("text", "## 做了什么\n- 写了 clean.py"))
+    v.sink(Event("step", "干活·判定#1", payload={"judge": True, "round": 1}))
+    v.sink(Event("tool_call", "clean.py", tool="Read", payload={"id": "j1", "input": {"file_path": "clean.py"}}))
+    v.sink(Event("text", JUDGE_SAID))
+    checks = [{"check": CHECKS[0], "passed": True}, {"check": CHECKS[1], "passed": False}]
+    payload = {"kind": "verdict", "verdict": "not_yet", "reason": "还有 `空行`", "round": 1, "checks": checks}
+    v.sink(Event("task", "判定:未达成", payload=payload))
+    v.sink(Event("text", "第二轮开始"))
+
+
+def test_the_agents_words_are_a_document_in_html_and_text_in_text() -> None:
+    """Agent text was shown as raw Markdown (``## 结论``) in a monospace block (issue 24, item 5)."""
+    v = view(lang="zh")
+    _judged_round(v)
+    page, text = v.bundle()["text/html"], v.bundle()["text/plain"]
+    assert '<div class="fm-md jp-RenderedHTMLCommon"><h2>做了什么</h2>\n<ul>\n<li>写了 clean.py</li>' in page
+    assert "##" not in page and "-- 干活·判定#1" not in page
+    assert "## 做了什么\n- 写了 clean.py" in text  # the text views keep the words as written
+    v.close()
+
+
+def test_the_judges_ruling_is_its_own_element_with_its_reason_and_the_checks_it_failed() -> None:
+    """The judge's verdict text was printed inline in the work step (issue 24, item 5)."""
+    v = view(lang="zh", goal_checks=CHECKS)
+    v.sink(step("干活", 3))
+    v.sink(Event("step", "干活·判定#1", payload={"judge": True, "round": 1}))
+    v.sink(Event("text", "看了一遍"))
+    ruling = v.state.section.to_html("zh")
+    assert '<div class="fm-verdict" data-state="judging">' in ruling and say("judging", "zh") in ruling
+    v.close()
+
+    v = view(lang="zh", goal_checks=CHECKS)
+    _judged_round(v)
+    page = v.state.section.to_html("zh")
+    start, end = page.index('<div class="fm-verdict"'), page.index("第二轮开始")
+    card = page[start:end]
+    assert card.startswith('<div class="fm-verdict" data-state="not_yet">')
+    assert '<span class="fm-verdict-name">干活·判定#1</span> <span class="fm-chip fm-st-failed">未达成</span>' in card
+    assert say("verdict_counts", "zh", passed=1, total=2) in card
+    assert "<p>还有 <code>空行</code></p>" in card  # the reason, as Markdown
+    failed = card[card.index('<ul class="fm-checks">') : card.index("</ul>")]
+    assert CHECKS[1] in failed and CHECKS[0] not in failed and 'data-state="fail"' in failed
+    said = card[card.index('<details class="fm-said">') :]
+    assert say("judge_said", "zh") in said and "<h2>结论</h2>" in said and 'class="fm-tool-name">Read<' in said
+    assert "判定:未达成" not in page  # the ruling says it; the text line is for the text views
+    assert page.index("做了什么") < start  # the worker's words before it, the next round's after it
+    text = v.bundle()["text/plain"]
+    lines = [line for line in text.splitlines() if line.strip()]
+    at = next(i for i, line in enumerate(lines) if line.startswith("-- 干活·判定#1 ---"))
+    assert lines[at + 1 : at + 3] == ["* [Read] clean.py", "## 结论"] and "! 判定:未达成" in lines
+    v.close()
+
+
+def _bare_text(page: str) -> str:
+    """The page's text as a renderer without our style block shows it (GitHub strips it): text nodes
+    joined as they are, the style's content left out, blocks on lines of their own."""
+    page = re.sub(r"<style>.*?</style>", "", page, flags=re.S)
+    page = re.sub(r"</?(div|li|ul|p|h\d|summary|details)\b[^>]*>", "\n", page)
+    return std_html.unescape(re.sub(r"<[^>]+>", "", page))
+
+
+def test_without_the_style_block_the_saved_view_still_reads() -> None:
+    """The header, the badges and a step's summary ran together ("donestep 3/3", "✓ passedclean.py")
+    where a page's styles are stripped, as on GitHub (issue 24: the saved notebook without the extension)."""
+    v = view(lang="en", goal_checks=CHECKS)
+    _judged_round(v)
+    v.on_step(None, FakeResult())
+    v.close(Outcome(Ending.DONE, cost_usd=0.02, manifest="m.json"))
+    text = _bare_text(v.bundle()["text/html"])
+    assert f"{say('pill_done', 'en')} " in text and f"{say('hdr_step', 'en', n=3, total=3, name='干活')} " in text
+    assert f"✓ {say('badge_pass', 'en')} {CHECKS[0]}" in text and f"✗ {say('badge_fail', 'en')} {CHECKS[1]}" in text
+    assert "干活 3/3" in text  # the step's name, then its tail
+    assert f"干活·判定#1 {say('state_not_yet', 'en')} {say('verdict_counts', 'en', passed=1, total=2)}" in text
+    assert "Read clean.py" in text  # a tool call's name, then what it was called on
+    v.close()

@@ -128,7 +128,8 @@ def header_html(h: Header, lang: str) -> str:
     context = _context(h, lang)
     if context:
         items.append(context)
-    return f'<div class="fm-header" data-status="{status}">{"".join(items)}</div>'
+    # Spaces between the items: the flex row drops them, a page without the style block (GitHub) needs them.
+    return f'<div class="fm-header" data-status="{status}">{" ".join(items)}</div>'
 
 
 def badge_html(state: str, lang: str) -> str:
@@ -141,7 +142,7 @@ def badge_html(state: str, lang: str) -> str:
 def checklist_html(summary: Line, states: Sequence[tuple[str, str]], verdict: Sequence[Line], lang: str) -> str:
     """The goal checklist: its summary line, one row per check with its badge, the latest verdict."""
     rows = "".join(
-        f'<li class="fm-check" data-state="{state}">{badge_html(state, lang)}'
+        f'<li class="fm-check" data-state="{state}">{badge_html(state, lang)} '
         f'<span class="fm-check-text">{html.esc(check)}</span></li>'
         for check, state in states
     )

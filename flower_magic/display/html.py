@@ -5,7 +5,7 @@ Guarantees:
       with quotes) before it becomes HTML; styles become class names only from the fixed ``STYLES``
       set. The plain text (``line_text``, ``lines_text``, ``table_text``) is made printable too: a
       text/plain output may be shown by a terminal (jupyter console, nbconvert's output, a log).
-      No function here accepts ready-made HTML from a caller except ``wrap`` and ``details``,
+      No function here accepts ready-made HTML from a caller except ``wrap`` and ``section_html``,
       whose HTML comes from here.
     - One ``<style>`` block (``STYLE``), every rule scoped under ``.flower-magic``; colours are
       JupyterLab's ``--jp-*`` variables, with fallbacks that read on light and dark backgrounds
@@ -17,6 +17,7 @@ Guarantees:
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Sequence
 
 from flower_magic.core.printable import printable
@@ -51,6 +52,7 @@ STYLE = (
     ".flower-magic .fm-step{display:flex;align-items:center;gap:1ch;margin:.6em 0 .3em;white-space:pre}"
     ".flower-magic .fm-rule{flex:1 1 4ch;min-width:4ch;border-top:2px solid var(--fm-line)}"
     ".flower-magic .fm-step .fm-dim{flex:0 1 auto;white-space:pre-wrap}"
+    ".flower-magic .fm-step>.fm-head{font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:1.08em}"
     ".flower-magic details{margin:0;padding:0}"
     ".flower-magic summary{cursor:pointer;white-space:pre-wrap;overflow-wrap:anywhere;list-style:none}"
     ".flower-magic summary::-webkit-details-marker{display:none}"
@@ -119,6 +121,56 @@ STYLE = (
     ".flower-magic .fm-ask-row{gap:6px;margin-top:.4em}"
     ".flower-magic .fm-ask .widget-button{width:auto;max-width:100%}"
     ".flower-magic .fm-ask .widget-text{flex:1 1 20em;width:auto}"
+    # the agent's words as a document (display.markdown), in the content font of a Markdown cell;
+    # these rules outrank JupyterLab's own .jp-RenderedHTMLCommon ones, which the block also carries
+    ".flower-magic .fm-md{font-family:var(--jp-content-font-family,system-ui,-apple-system,'Segoe UI',sans-serif);"
+    "font-size:var(--jp-content-font-size1,14px);line-height:1.6;margin:.35em 0;padding:0;overflow-wrap:anywhere;"
+    "color:inherit}"
+    ".flower-magic .fm-md>:first-child{margin-top:0}"
+    ".flower-magic .fm-md>:last-child{margin-bottom:0}"
+    ".flower-magic .fm-md p{margin:.3em 0;text-align:left}"
+    ".flower-magic .fm-md :is(h1,h2,h3,h4,h5,h6){font-weight:600;line-height:1.3;margin:.7em 0 .2em;padding:0;"
+    "border:none;color:inherit}"
+    ".flower-magic .fm-md h1{font-size:1.15em}"
+    ".flower-magic .fm-md h2{font-size:1.06em}"
+    ".flower-magic .fm-md h3{font-size:1em}"
+    ".flower-magic .fm-md :is(h4,h5,h6){font-size:1em}"
+    ".flower-magic .fm-md :is(ul,ol){margin:.3em 0;padding-left:1.6em}"
+    ".flower-magic .fm-md li{margin:.1em 0}"
+    ".flower-magic .fm-md code{font-family:var(--jp-code-font-family,Menlo,Consolas,monospace);font-size:.9em;"
+    "padding:.05em .3em;border-radius:3px;background:var(--jp-layout-color2,rgba(128,128,128,.15));color:inherit}"
+    ".flower-magic .fm-md pre{margin:.4em 0;padding:.5em .7em;border-radius:4px;overflow-x:auto;"
+    "background:var(--jp-cell-editor-background,rgba(128,128,128,.10));color:inherit}"
+    ".flower-magic .fm-md pre code{padding:0;background:none}"
+    ".flower-magic .fm-md blockquote{margin:.4em 0;padding:0 .8em;border-left:3px solid var(--fm-line);"
+    "background:none;color:inherit}"
+    ".flower-magic .fm-md table{border-collapse:collapse;margin:.4em 0;font-size:.95em;table-layout:auto}"
+    ".flower-magic .fm-md :is(th,td){border:1px solid var(--fm-line);padding:.2em .6em;text-align:left}"
+    ".flower-magic .fm-md a{color:var(--jp-content-link-color,#1565c0)}"
+    # a tool call: one line, its name as a tag, opening to its input and result
+    ".flower-magic .fm-tool{margin:.15em 0}"
+    ".flower-magic .fm-tool>summary,.flower-magic div.fm-tool{display:block;white-space:nowrap;overflow:hidden;"
+    "text-overflow:ellipsis}"
+    ".flower-magic .fm-tool-name{font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:.85em;"
+    "font-weight:600;padding:0 .45em;margin-right:.3em;border:1px solid var(--fm-line);border-radius:3px}"
+    ".flower-magic .fm-tool-arg{opacity:.75}"
+    # a round inside a step, and a judge's round: the ruling, its reason, the checks it failed
+    ".flower-magic .fm-round{display:flex;align-items:center;gap:1ch;margin:.7em 0 .3em;font-weight:600;"
+    "font-family:var(--jp-ui-font-family,system-ui,sans-serif)}"
+    ".flower-magic .fm-verdict{margin:.6em 0;padding:.45em .8em .5em;border:1px solid var(--fm-line);"
+    "border-left:4px solid var(--fm-accent);border-radius:4px}"
+    ".flower-magic .fm-verdict[data-state=achieved]{border-left-color:var(--fm-ok)}"
+    ".flower-magic .fm-verdict:is([data-state=not_yet],[data-state=unreachable]){border-left-color:var(--fm-bad)}"
+    ".flower-magic .fm-verdict[data-state=unclear]{border-left-color:var(--fm-warn)}"
+    ".flower-magic .fm-verdict-head{display:flex;flex-wrap:wrap;align-items:center;gap:.3em .9em;"
+    "font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:var(--jp-ui-font-size1,13px)}"
+    ".flower-magic .fm-verdict-name{font-weight:600}"
+    ".flower-magic .fm-verdict .fm-md{margin:.4em 0 .2em}"
+    ".flower-magic .fm-verdict ul.fm-checks{font-family:var(--jp-ui-font-family,system-ui,sans-serif);"
+    "font-size:var(--jp-ui-font-size1,13px)}"
+    ".flower-magic .fm-said{margin-top:.3em}"
+    ".flower-magic .fm-said>summary{opacity:.68;font-family:var(--jp-ui-font-family,system-ui,sans-serif);"
+    "font-size:var(--jp-ui-font-size1,13px)}"
     "</style>"
 )
 
@@ -163,14 +215,14 @@ def step_html(line: Line) -> str:
     """The step header (``phrases.step_header``) with its rule stretched to the output's width.
 
     The terminal's rule length depends on the terminal's columns; here the name and the tail are
-    the same text and a line (a border, not text) fills whatever width the cell has.
+    the same text and a line (a border, not text) fills whatever width the cell has. The terminal's
+    ``==`` marks are its way to draw a heading; a page has headings, so they are left out.
     """
     head = next((text for style, text in line if style == "head"), "")
     tail = next((text for style, text in line if style == "dim"), "")
-    name, _, _bar = head.rpartition(" ")
     return (
-        f'<div class="fm-step"><span class="fm-head">{esc(name)}</span>'
-        f'<span class="fm-rule" aria-hidden="true"></span>'
+        f'<div class="fm-step"><span class="fm-head">{esc(rule_name(head))}</span>'
+        f'<span class="fm-rule" aria-hidden="true"></span> '  # a space for a page without the style block
         f'<span class="fm-dim">{esc(tail)}</span></div>'
     )
 
@@ -195,10 +247,41 @@ def label_html(line: Line) -> str:
     return f'<div class="fm-line">  <span class="fm-label">{esc(label)}</span>{esc(rest)}</div>'
 
 
-def details(summary: Line, body: str, *, sub: bool = False) -> str:
-    """A collapsed block: ``summary`` is the visible line, ``body`` (data, escaped here) the details."""
-    cls = ' class="fm-sub"' if sub else ""
-    return f'<details{cls}><summary>{spans(summary)}</summary><div class="fm-pre">{esc(body)}</div></details>'
+def round_html(line: Line) -> str:
+    """A round inside a step (``phrases.round_header``, ``-- 干活#round2 ----``): its name and a rule."""
+    name = rule_name("".join(text for _, text in line))
+    return f'<div class="fm-round"><span>{esc(name)}</span><span class="fm-rule" aria-hidden="true"></span></div>'
+
+
+def tool_html(summary: Line, tool: str, body: str, *, sub: bool = False) -> str:
+    """A tool call as one compact line (the tool's name as a tag, then what it was called on) that
+    opens to ``body`` (its input and result: data, escaped here).
+
+    Args:
+        summary: the call's line (``view.shown``'s ``* [Tool] what``); the tag and the rest are cut
+            from it, so a page says exactly what the terminal says.
+        tool: the tool's name; "" (or a line not in that shape) shows the line as it is.
+    """
+    said = "".join(text for _, text in summary)
+    prefix = f"* [{tool}] "
+    if tool and said.startswith(prefix):
+        arg = said[len(prefix) :]
+        shown = f'<span class="fm-tool-name">{esc(tool)}</span> <span class="fm-tool-arg">{esc(arg)}</span>'
+    else:
+        shown = spans(summary)
+    cls = "fm-tool fm-sub" if sub else "fm-tool"
+    if not body:
+        return f'<div class="{cls}">{shown}</div>'
+    return f'<details class="{cls}"><summary>{shown}</summary><div class="fm-pre">{esc(body)}</div></details>'
+
+
+_RULE_RE = re.compile(r"(?:==|--) (.*?) [=-]{4,}")
+
+
+def rule_name(text: str) -> str:
+    """The name inside a terminal rule line (``== 干活 =====``, ``-- 干活·判定#1 ----``), else ``text``."""
+    match = _RULE_RE.fullmatch(text.strip())
+    return match.group(1) if match else text.strip()
 
 
 def table_html(headers: Sequence[str], rows: Sequence[Sequence[Cell]], *, numeric: frozenset[int]) -> str:

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
-from flower_magic.display import html
+from flower_magic.display import html, markdown
+from flower_magic.display.verdict import card_html
 from flower_magic.front.phrases import Line
 
 CHUNK_ENTRIES = 20  # small enough that one chunk's HTML is a cheap message to re-send
@@ -29,32 +31,55 @@ class Entry:
     """One thing the log shows.
 
     Attributes:
-        lines: phrase lines (text already sanitised).
-        kind: ``line``; ``step`` (a step header); ``tool`` (first line is the summary, ``details``
-            is shown collapsed under it); ``handoff`` (the hand-off block).
+        lines: phrase lines (text already sanitised): what ``text/plain`` and the terminal say.
+        kind: ``line``; ``step`` (a step header); ``round`` (a round inside a step); ``text`` (the
+            agent's words: its one line is Markdown, rendered as a document in HTML); ``tool`` (first
+            line is the summary, ``details`` is shown collapsed under it); ``handoff`` (the hand-off
+            block); ``judge`` (a judge's round: ``lines`` is its header, ``parts`` what it said and
+            did, ``verdict`` its ruling, shown as one element); ``verdict`` (the verdict's line).
         details: data shown collapsed under a tool call (its input and result).
         sub: subagent output (indented).
-        chunk: which chunk holds it (set by ``RunLog.append``).
+        tool: for ``tool``, the tool's name (sanitised).
+        parts: for ``judge``, its text and tool entries and then its verdict line, in order.
+        verdict: for ``judge``, the verdict event's payload once it came (None while it judges).
+        lang: for ``judge``, the language its element speaks.
+        chunk: which chunk holds it (set by ``RunLog.append``; a part shares its judge's).
     """
 
     lines: list[Line]
     kind: str = "line"
     details: str = ""
     sub: bool = False
+    tool: str = ""
+    parts: list[Entry] = field(default_factory=list)
+    verdict: dict[str, Any] | None = None
+    lang: str = "zh"
     chunk: int = field(default=-1, repr=False)
+    _markdown: str | None = field(default=None, init=False, repr=False)  # a text's HTML: it never changes
 
     def to_html(self) -> str:
         if self.kind == "step":
             return html.step_html(self.lines[0])
+        if self.kind == "round":
+            return html.round_html(self.lines[0])
+        if self.kind == "text":
+            if self._markdown is None:  # up to ~30 ms for a long text: not again on each re-render of its chunk
+                self._markdown = markdown.block_html(html.line_text(self.lines[0]), sub=self.sub)
+            return self._markdown
         if self.kind == "tool":
-            return html.details(self.lines[0], self.details, sub=self.sub) + html.lines_html(
+            return html.tool_html(self.lines[0], self.tool, self.details, sub=self.sub) + html.lines_html(
                 self.lines[1:], sub=self.sub
             )
+        if self.kind == "judge":
+            said = "".join(part.to_html() for part in self.parts if part.kind != "verdict")
+            return card_html(self.lines[0], said, self.verdict, self.lang)
         if self.kind == "handoff":
             return '<div class="fm-block">' + "".join(_handoff_line(line) for line in self.lines) + "</div>"
         return html.lines_html(self.lines, sub=self.sub)
 
     def to_text(self) -> str:
+        if self.kind == "judge":
+            return "\n".join([html.lines_text(self.lines), *(part.to_text() for part in self.parts)])
         text = html.lines_text(self.lines)
         if self.kind == "step":
             return f"\n{text}\n"

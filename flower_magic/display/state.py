@@ -10,7 +10,12 @@ Guarantees:
     - Thread-safe: every public method holds ``lock`` (an ``RLock``); callers that render several
       parts hold it around all of them to get one consistent snapshot.
     - Agent text is made printable (``core.printable``: no escape sequence, no control character)
-      when it arrives and escaped when rendered; a single text is capped at ``MAX_TEXT_CHARS``.
+      when it arrives and escaped when rendered; a single text is capped at ``MAX_TEXT_CHARS``. In
+      HTML the agent's words are Markdown rendered with raw HTML escaped (``display.markdown``); the
+      text views keep them as written.
+    - A judge's round is one log entry (``kind="judge"``) from its header to its verdict: what the
+      judge says and does in between goes into it (shown folded under the ruling in HTML, in order in
+      text), so its ruling never reads as the worker's words.
     - The context the header shows is the main session's of the step that runs (never a judge's or
       a subagent's); before any arrives, the work session's as the wake banner said it.
     - With ``answers_in_place`` (a widget answers questions), a waiting question is in ``open_asks``
@@ -51,6 +56,8 @@ MAX_TEXT_CHARS = 4000  # one agent message in the live view; the full text stays
 TOOL_INPUT_CHARS = 2000  # the collapsed details of a tool call
 MAX_TRACKED = 400  # tool calls and asks remembered for later updates (more than the log window holds)
 HEADER_COLS = 80  # the step header's text width in text/plain (HTML stretches the rule instead)
+# What a judge says and does while it rules: kept in its round's element, under the ruling.
+JUDGE_SAYS = frozenset({"text", "thinking", "system"})
 
 
 def clip(text: str, limit: int) -> str:
@@ -207,6 +214,7 @@ class RunState:
         self.open_asks: dict[str, OpenAsk] = {}
         self._asks: dict[str, Entry] = {}
         self._tools: dict[str, Entry] = {}
+        self._judge: Entry | None = None  # the judge round being ruled: what it says goes into its element
         self.changed = True  # anything but the clock changed since the last render
 
     @property
@@ -252,6 +260,7 @@ class RunState:
             if not ok and error:
                 explained = explain_error(str(error), self.lang, cmd="%flower")
                 lines.append(explained or [("dim", "  " + clip(str(error), 300))])
+            self._judge = None
             self._add(Entry(lines))
             if self.section.header is not None:
                 self.section.result, self.section.ok = line, ok
@@ -302,10 +311,18 @@ class RunState:
         if what is None:
             return
         if what.kind == "step":
+            self._judge = None
             self._step(ev, p, what)
-        elif what.kind == "tool":
-            entry = Entry(what.lines, kind="tool", details=_tool_details(p.get("input")), sub=what.sub)
+        elif what.kind == "round":
+            self._judge = None
+            entry = Entry(what.lines, kind="judge" if p.get("judge") else "round", lang=self.lang)
             self._add(entry)
+            if entry.kind == "judge":
+                self._judge = entry
+        elif what.kind == "tool":
+            tool = clip(ev.tool or "", 100)
+            entry = Entry(what.lines, kind="tool", details=_tool_details(p.get("input")), sub=what.sub, tool=tool)
+            self._put(entry)
             if not what.sub:
                 self.section.tools += 1
             if what.key is not None:
@@ -316,9 +333,22 @@ class RunState:
             self._ask(ev, p, what)
         elif what.kind == "task":
             self._task(p, what)
+        elif what.kind in JUDGE_SAYS:
+            self._put(Entry(what.lines, kind="text" if what.kind == "text" else "line", sub=what.sub))
         else:
             kind = {"handoff": "handoff"}.get(what.kind, "line")
             self._add(Entry(what.lines, kind=kind, sub=what.sub))
+
+    def _put(self, entry: Entry) -> None:
+        """Add ``entry`` to the log, or, while a judge rules, to its round (folded under its ruling)."""
+        judge = self._judge
+        if judge is None or not self.log.holds(judge):
+            self._add(entry)
+            return
+        entry.chunk = judge.chunk
+        judge.parts.append(entry)
+        self.log.touch(judge)
+        self.changed = True
 
     def _step(self, ev: Event, p: dict[str, Any], what: Shown) -> None:
         section = Section(
@@ -339,7 +369,7 @@ class RunState:
                 s.log.touch(call)
             self.changed = True
         if what.lines:
-            self._add(Entry(what.lines, sub=what.sub))
+            self._put(Entry(what.lines, sub=what.sub))
 
     def _ask(self, ev: Event, p: dict[str, Any], what: Shown) -> None:
         key = str(what.key)
@@ -371,6 +401,15 @@ class RunState:
                 self.goals = list(marks)  # the goal the judge judged is the goal now
             self.marks.update(marks)
             self.changed = True
+            judge = self._judge
+            if judge is not None and self.log.holds(judge):  # the ruling joins its round's element
+                judge.verdict = {k: p.get(k) for k in ("verdict", "failed", "round", "checks")}
+                judge.verdict["reason"] = clip(str(p.get("reason") or ""), MAX_TEXT_CHARS)
+                if what.lines:
+                    self._put(Entry(what.lines, kind="verdict"))
+                self.log.touch(judge)
+                self._judge = None
+                return
         if isinstance(p.get("unverifiable"), list):
             self.unverifiable = {printable(str(c)) for c in p["unverifiable"]}
             self.changed = True

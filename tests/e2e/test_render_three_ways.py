@@ -79,7 +79,9 @@ def test_jupyterlab_renders_the_run_and_escapes_agent_text(
         assert page.evaluate("window.__xss") is None
         out = page.locator(".flower-magic").first.inner_text()
         assert "<script>window.__xss=1</script>" in out and 'onerror="window.__xss=2"' in out
-        assert "== 干活" in out and "总花费" in out
+        assert "干活" in out and "总花费" in out and "## 目标" not in out  # the brief is a document
+        assert page.locator(".flower-magic .fm-md h2", has_text="验收标准").count() >= 1
+        assert page.locator(".flower-magic .fm-verdict[data-state=not_yet]").count() >= 1
         assert "clean.py 存在" in out and "输出里没有空行" in out
         assert page.locator(".flower-magic img").count() == 0
         assert page.locator(".flower-magic script").count() == 0
@@ -128,6 +130,7 @@ def test_nbconvert_export_is_static_and_escaped(
     assert "&lt;script&gt;window.__xss=1&lt;/script&gt;" in html
     assert "<script>window.__xss" not in html and "<img src=x onerror" not in html
     assert "总花费" in html and "clean.py 存在" in html
+    assert "<h2>验收标准</h2>" in html and "<h2>判定清单</h2>" in html  # the agent's Markdown, rendered
     with chromium_page(1200, 1000) as page:
         page.goto(export.as_uri())
         page.wait_for_timeout(500)

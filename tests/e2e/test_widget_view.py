@@ -54,7 +54,7 @@ def _notebook(path: Path) -> None:
 
 
 def _badges(page: Any) -> list[str]:
-    return list(page.eval_on_selector_all(f"{VIEW} li.fm-check", "els => els.map(e => e.dataset.state)"))
+    return list(page.eval_on_selector_all(f"{VIEW} .fm-goals li.fm-check", "els => els.map(e => e.dataset.state)"))
 
 
 def _theme(page: Any, name: str) -> None:
@@ -116,9 +116,11 @@ def test_the_live_view_header_badges_sections_and_a_question_answered_by_a_click
 
         # Round one judged: one check passed, one failed, while round two is still working.
         page.wait_for_function(
-            f"document.querySelectorAll('{VIEW} li.fm-check[data-state=fail]').length === 1", timeout=120_000
+            f"document.querySelectorAll('{VIEW} .fm-goals li.fm-check[data-state=fail]').length === 1", timeout=120_000
         )
         assert _badges(page) == ["pass", "fail"]
+        ruling = page.locator(f"{VIEW} .fm-verdict[data-state=not_yet]")  # the round's own element
+        assert ruling.locator("li.fm-check[data-state=fail] .fm-check-text").all_inner_texts() == ["输出里没有空行"]
         assert "第 2/2 轮" in header.inner_text() and "第 3/3 步 · 干活" in header.inner_text()
         assert header.locator(".fm-seg-done").count() == 2 and header.locator(".fm-seg-run").count() == 1
         assert header.locator(".fm-bar[role=progressbar]").count() == 1
@@ -132,7 +134,7 @@ def test_the_live_view_header_badges_sections_and_a_question_answered_by_a_click
         assert opened == [False, False, True]
         # A tool call is one line; its details open on a click.
         tool = sections.nth(2).locator("details").first
-        assert "[Bash]" in tool.locator("summary").inner_text()
+        assert tool.locator("summary .fm-tool-name").inner_text() == "Bash"
         tool.locator("summary").click()
         assert "echo" in tool.locator(".fm-pre").inner_text()
         page.locator(VIEW).first.screenshot(path=str(SCREENSHOTS / "widget-view-running.png"))
