@@ -656,7 +656,11 @@ def load(ipython: Any) -> None:
         from flower_magic.front.options import snapshot
 
         # The same folder and run dir a %flower in this notebook would use (%config included).
-        facts = snapshot(RunDir.at(magics.where().folder, magics.run_dir or None))
+        facts = snapshot(RunDir.at(binding(ipython, magics.workspace).folder, magics.run_dir or None))
+        if facts.waking:
+            # A guessed folder is said first, in the language its run dir remembers; a fresh folder's
+            # is said by the first %flower, in its task's language (nothing here says which yet).
+            magics.where()
     except (OSError, ValueError, UsageError):
         log.warning("could not read what this notebook's directory remembers", exc_info=True)
         return

@@ -1065,7 +1065,7 @@ def say(key: str, lang: str = "zh", **fields: Any) -> str:
 STEP_PHRASES = {"确认需求": "stepname_clarify", "设定目标": "stepname_goal", "干活": "stepname_work"}
 # How the workflow names a step's later attempts (workflow.base.attempt_name, workflow.judge): its
 # judge's round, a judged round, a retry.
-_ATTEMPT = re.compile(r"(?P<base>.+?)(?:·判定#(?P<judge>\d+)|#round(?P<round>\d+)|#retry(?P<retry>\d+))?")
+STEP_ATTEMPT = re.compile(r"(?P<base>.+?)(?:·判定#(?P<judge>\d+)|#round(?P<round>\d+)|#retry(?P<retry>\d+))?")
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff]")
 
 
@@ -1073,7 +1073,7 @@ def step_name(name: str, lang: str = "zh") -> str:
     """A step's name as a person reads it in ``lang``: ``干活·判定#1`` is ``Work · judge #1`` in English,
     ``确认需求`` is ``Clarify``; in Chinese every name is the original's. A name the workflow did not
     make (a custom step) is said as it is."""
-    found = _ATTEMPT.fullmatch(name)
+    found = STEP_ATTEMPT.fullmatch(name)
     if found is None:
         return name
     base = found["base"]
