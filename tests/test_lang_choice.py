@@ -132,3 +132,25 @@ def test_the_workflows_step_names_are_the_ones_the_phrases_know() -> None:
     from flower_magic.workflow.judge import GOAL_STEP
 
     assert set(STEP_PHRASES) == {CLARIFY_STEP, GOAL_STEP, WORK_STEP}
+
+
+def test_the_panel_says_a_run_in_its_language_and_a_run_without_one_in_the_panels(workspace: Path) -> None:
+    """Issue 24 (4): the panel's answer was said in the server's FLOWER_LANG: an English run in a
+    Chinese panel. Now the run's language (its log), else the language the panel asks in."""
+    from flower_magic.panel.run_summary import RunCache
+
+    root, runs = workspace.resolve(), workspace.resolve() / "runs"
+    cache = RunCache(lambda body: json.dumps(body).encode(), "zh")  # the server's own: zh
+    runs.mkdir()
+    (runs / "manifest.json").write_text("[]", encoding="utf-8")
+    _, nothing = cache.get(root, root, runs, lang="en")
+    assert nothing is not None and json.loads(nothing)["lang"] == "en"  # no log: the panel's language
+    _ran(workspace, "写一份清洗 CSV 的说明")
+    _, answer = cache.get(root, root, runs, lang="en")
+    assert answer is not None
+    said = json.loads(answer)
+    assert said["lang"] == "zh"
+    assert said["ending"]["pill"] == say("pill_killed", "zh")  # a log with no end: its process went
+    _ran(workspace, "write it shorter")  # a new run, in English: the next answer says so
+    _, again = cache.get(root, root, runs, lang="zh")
+    assert again is not None and json.loads(again)["lang"] == "en"

@@ -803,7 +803,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "lab_sort": "{what} (click to sort)",
         "lab_col_index": "Position in manifest.json",
         "lab_col_step": "Step",
-        "lab_col_step_tip": "Step name (with #retryN / #roundN / ·判定#N for later attempts)",
+        "lab_col_step_tip": "Step name (later attempts say which: · retry N, · round N, · judge #N)",
         "lab_col_session_tip": "Session id (first 8 characters)",
         "lab_col_ok": "OK",
         "lab_col_ok_tip": "Did the step succeed?",
