@@ -30,7 +30,7 @@ from flower_magic.core.live import heard_line
 from flower_magic.core.words import pick_lang_or_default, say
 from flower_magic.front.flags import CLI, add_flags, go_options
 from flower_magic.front.launch import Launch, end_on_signals, found_outcome
-from flower_magic.front.options import GoError, GoOptions, NotText, RunDirLink, TaskTooBig
+from flower_magic.front.options import GoError, GoOptions, NotText, RunDirLink, TaskTooBig, settle_lang
 from flower_magic.front.outcome import Ending, Outcome
 from flower_magic.front.phrases import ending_lines, plain, problem_line, total_line, wake_banner
 from flower_magic.terminal import TerminalView, echo
@@ -41,19 +41,36 @@ log = logging.getLogger(__name__)
 
 class _Parser(argparse.ArgumentParser):
     """argparse, except that a mistake is one line (what is wrong, and where the flags are listed)
-    instead of the usage block: the command says a mistake in one line, whatever it is."""
+    instead of the usage block: the command says a mistake in one line, whatever it is. ``lang`` is
+    the language of that line (the run's, once the options have settled it)."""
+
+    lang = ""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} ({say('see_help', pick_lang_or_default())})\n")
+        self.exit(2, f"{self.prog}: error: {message} ({say('see_help', pick_lang_or_default(self.lang))})\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> _Parser:
     """``flower``'s parser: the flags of ``front.flags``, help in FLOWER_LANG's language."""
     lang = pick_lang_or_default()
     parser = _Parser(
         prog="flower", description=say("cli_about", lang), formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    return add_flags(parser, CLI, lang)
+    add_flags(parser, CLI, lang)
+    return parser
+
+
+def _words_lang(argv: list[str]) -> str:
+    """The language of a command line argparse refuses (before any option is settled), as a run's is
+    settled: the one asked for, else ``FLOWER_LANG``, else its words' (the flags' own names left out),
+    else the language this folder's run dir remembers."""
+    asked = next((argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--lang"), "")
+    asked = next((a.split("=", 1)[1] for a in argv if a.startswith("--lang=")), asked)
+    words = " ".join(a for a in argv if not a.startswith("-"))
+    try:
+        return settle_lang(asked, words, GoOptions().remembered_lang)
+    except ValueError:
+        return ""
 
 
 def options_from(args: argparse.Namespace) -> GoOptions:
@@ -206,9 +223,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     # A value set in the namespace beforehand is one argparse does not replace with the default, so
     # ``timeout`` stays None unless --timeout was given (go_options then takes the default).
+    parser.lang = _words_lang(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv, namespace=argparse.Namespace(timeout=None))
+    opts = go_options(args, task=" ".join(args.task), workspace=Path(args.workspace))
+    parser.lang = ""  # check() settles the run's language first: its mistakes are said in it
     try:
-        opts = options_from(args)
+        opts.check()
     except (TaskTooBig, NotText) as exc:
         # The flags were right, so the usage synopsis would not help: one line says what to do.
         echo(f"flower: error: {exc}", err=True)
@@ -217,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         echo(f"flower: {exc}", err=True)
         return 1
     except GoError as exc:
+        parser.lang = opts.lang
         parser.error(str(exc))
     if args.status:
         return _status(opts)
@@ -278,9 +299,10 @@ def _attach(opts: GoOptions) -> int:
     if state is None or not state.live:
         echo(f"flower: {say('live_no_run', opts.lang)}", err=True)
         return 1
-    view = TerminalView(opts.lang, verbose=opts.verbose)
-    view.say("dim", say("live_attached", opts.lang, pid=state.pid, front=say(f"front_{state.front_end}", opts.lang)))
-    watch = Watch(rd.path, view, opts.lang)
+    lang = opts.live_lang()  # the run's language, unless one was asked for
+    view = TerminalView(lang, verbose=opts.verbose)
+    view.say("dim", say("live_attached", lang, pid=state.pid, front=say(f"front_{state.front_end}", lang)))
+    watch = Watch(rd.path, view, lang)
 
     def read() -> None:
         for raw in sys.stdin:
@@ -300,11 +322,11 @@ def _attach(opts: GoOptions) -> int:
         end = watch.run()
     except KeyboardInterrupt:
         echo()
-        view.say("dim", say("live_detached", opts.lang))
+        view.say("dim", say("live_detached", lang))
         return 0
     # None: its process is gone without a word, which the next start will record as found here.
     outcome = Outcome.from_record(end) if end is not None else found_outcome(rd.path) or Outcome(Ending.KILLED)
-    _tell_end(opts.lang, "flower", view, outcome)
+    _tell_end(lang, "flower", view, outcome)
     return outcome.exit_code
 
 

@@ -234,17 +234,18 @@ class FlowerMagics(Magics):
             return self.sessions
         return StoreLocation(**{**location.record(), "password": password}).conninfo()
 
-    def where(self, lang: str | None = None) -> Binding:
-        """The folder runs are bound to; the first time it is a guess (or a new guess), say so first."""
+    def where(self, lang: str | None = None, words: str = "") -> Binding:
+        """The folder runs are bound to; the first time it is a guess (or a new guess), say so first
+        (in ``lang``, else the language of the task's ``words``, as ``_lang`` settles it)."""
         if "\x00" in self.workspace:  # no path can hold it: one line now, not a traceback from the OS
-            said = say("opt_nul", self._lang(lang), what=say("what_workspace", self._lang(lang)))
+            said = say("opt_nul", self._lang(lang, words), what=say("what_workspace", self._lang(lang, words)))
             raise UsageError(f"%flower: {said}")
         bound = binding(self.shell, self.workspace)
         if bound.is_guess and bound.folder != self._told:
             from IPython.display import display
 
             self._told = bound.folder
-            display({"text/plain": bound_line(bound, self._lang(lang))}, raw=True)
+            display({"text/plain": bound_line(bound, self._lang(lang, words))}, raw=True)
         return bound
 
     @line_cell_magic
@@ -286,22 +287,38 @@ class FlowerMagics(Magics):
 
     # -- arguments ----------------------------------------------------------------------------------
 
-    def _lang(self, asked: str | None = None) -> str:
-        """The language for a line said before the options are checked."""
-        return pick_lang_or_default(asked or self.lang)
+    def _lang(self, asked: str | None = None, words: str = "") -> str:
+        """The language for a line said before the options are checked, settled as a run's is
+        (``front.options.settle_lang``): the one asked for, else ``FLOWER_LANG``, else the task's
+        ``words``, else the language this notebook's run dir remembers; zh for one that is no language."""
+        from flower_magic.front.options import settle_lang
+
+        def remembered() -> str | None:
+            from flower_magic.core.live import run_lang
+            from flower_magic.core.rundir import RunDir
+
+            try:
+                return run_lang(RunDir.at(binding(self.shell, self.workspace).folder, self.run_dir or None).path)
+            except (OSError, ValueError):
+                return None
+
+        try:
+            return settle_lang(asked or self.lang, words, remembered)
+        except ValueError:
+            return "zh"
 
     def _options(self, line: str, cell: str | None) -> tuple[GoOptions, argparse.Namespace]:
         try:
             # Shell-like words, quotes removed: %flower "a task" gives the task a task, not '"a task"'.
             argv = arg_split(line, posix=True, strict=True)
         except ValueError:  # unbalanced quotes
-            raise UsageError(say("bad_quotes", self._lang())) from None
+            raise UsageError(say("bad_quotes", self._lang(words=line))) from None
         args = PARSER.parse_args(argv)
         words = " ".join(args.task).strip()
         if cell is not None:
             body = cell.strip()
             if words and body:
-                raise UsageError(say("both_task_and_body", self._lang(args.lang)))
+                raise UsageError(say("both_task_and_body", self._lang(args.lang, words + body)))
             words = body
         settings = {
             "run_dir": self.run_dir,
@@ -312,7 +329,7 @@ class FlowerMagics(Magics):
             "context": self.context,
             "sessions": self._sessions_setting(),
         }
-        opts = go_options(args, task=words, workspace=self.where(args.lang).folder, fallback=settings)
+        opts = go_options(args, task=words, workspace=self.where(args.lang, words).folder, fallback=settings)
         try:
             opts.check()
         except GoError as exc:
@@ -420,12 +437,13 @@ class FlowerMagics(Magics):
     def _to_live(self, opts: GoOptions, state: Any) -> None:
         """A directory whose run is live (``core.live``): words are a remark to it; then follow it.
         ``--new`` is refused: the live run must stop first."""
-        from flower_magic.core.live import NotLive, post, start_of
+        from flower_magic.core.live import NotLive, post
 
         if opts.new:
             raise UsageError(say("live_busy_new", opts.lang, path=opts.rundir.path, stop="%flower --stop"))
-        # The view speaks the run's language (its start record); these lines are in it too.
-        lang = str((start_of(opts.rundir.path) or {}).get("lang") or opts.lang)
+        # The view speaks the run's language (its start record), unless one was asked for; these lines
+        # are in it too.
+        lang = opts.live_lang()
         front = say(f"front_{state.front_end}", lang) if state.front_end else "?"
         lead = [[("dim", say("live_attached", lang, pid=state.pid, front=front))]]
         if opts.task:
@@ -447,7 +465,8 @@ class FlowerMagics(Magics):
         kernel = getattr(self.shell, "kernel", None)
         return follow(
             opts.rundir.path,
-            lang=opts.lang,
+            lang=opts.live_lang(),
+            lang_asked=opts.lang_chosen,
             interactive=bool(getattr(kernel, "_allow_stdin", True)),
             lead=lead,
             goal_checks=list(goal.checks) if goal else (),
@@ -637,7 +656,11 @@ def load(ipython: Any) -> None:
         from flower_magic.front.options import snapshot
 
         # The same folder and run dir a %flower in this notebook would use (%config included).
-        facts = snapshot(RunDir.at(magics.where().folder, magics.run_dir or None))
+        facts = snapshot(RunDir.at(binding(ipython, magics.workspace).folder, magics.run_dir or None))
+        if facts.waking:
+            # A guessed folder is said first, in the language its run dir remembers; a fresh folder's
+            # is said by the first %flower, in its task's language (nothing here says which yet).
+            magics.where()
     except (OSError, ValueError, UsageError):
         log.warning("could not read what this notebook's directory remembers", exc_info=True)
         return
@@ -646,7 +669,7 @@ def load(ipython: Any) -> None:
 
         from flower_magic.display import banner_bundle
 
-        display(banner_bundle(facts, pick_lang_or_default(magics.lang), hint=True), raw=True)
+        display(banner_bundle(facts, magics._lang(), hint=True), raw=True)
 
 
 def unload(ipython: Any) -> None:

@@ -2,21 +2,28 @@
 
 Routes, under ``{base_url}flower/api/``:
 
-- ``GET run?path=<dir>&run_dir=runs&have=<rows_mark>``: the run of a directory relative to the server
-  root: lineage, wake facts, manifest rows (shaped for display), totals, ``problems``, the run's live
-  state (``live``: ``{state, live, step, round, asks, pid, front_end, since, updated}`` or null), how
-  its last run ended (``ending``: ``{ending, step, style, pill, headline, why, next, next_parts,
-  found}`` in the server's language, the words the cell and ``--status`` say, ``next`` as a notebook's
-  ``%flower`` line; null while the run is live or when there is no event log; ``panel.ending``), and
-  an ``ETag`` for cheap polling (``If-None-Match`` -> 304 while nothing changed, the live state and
-  the ending included). A client that sends the ``rows_mark`` of the rows it holds gets, while those are
-  unchanged, only the rows after them (``rows_from`` says how many it keeps).
+- ``GET run?path=<dir>&run_dir=runs&have=<rows_mark>&lang=<the panel's language>``: the run of a
+  directory relative to the server root, said in the run's language (``lang``: its event log's start
+  record, else the panel's, else the server's): lineage, wake facts, manifest rows (shaped for
+  display), totals, ``problems``, the run's live state (``live``: ``{state, live, step, round, asks,
+  pid, front_end, since, updated}`` or null), how its last run ended (``ending``: ``{ending, step,
+  style, pill, headline, why, next, next_parts, found}`` in the run's language, the words the cell
+  and ``--status`` say, ``next`` as a notebook's ``%flower`` line; null while the run is live or
+  when there is no event log; ``panel.ending``), and an ``ETag`` for cheap polling
+  (``If-None-Match`` -> 304 while nothing changed, the live state and the ending included). A
+  client that sends the ``rows_mark`` of the rows it holds gets, while those are unchanged, only the
+  rows after them (``rows_from`` says how many it keeps).
 - ``GET transcript?path=<dir>&run_dir=runs&session=<uuid>&view=raw|resumed&offset=0&limit=200&all=0``:
   one page of a session's transcript from ``sessions.db``: its conversation, or with ``all=1`` the
   Claude Code CLI's own records too (``hidden`` counts those left out).
 - ``GET rundirs?path=<dir>``: the run dirs found under a directory (a few levels deep), ``runs`` first.
-- ``GET words``: the panel's phrases in the server's language (``FLOWER_LANG``, else zh); every
-  message in a body (errors, ``problems``) is said in that language too.
+- ``GET words``: the panel's phrases in every language (``langs``; the panel's own words are said in
+  JupyterLab's language, a run's in the run's), ``lang`` / ``words`` those of the server's language
+  (``FLOWER_LANG``, else zh), and how step names are read (``steps``: the original's names and their
+  phrases, ``step_pattern``: how a later attempt is named), so the panel says a step's name as the
+  cell does (``core.words.step_name``).
+- Every route takes ``lang`` (zh, en: the panel's own language, JupyterLab's): error bodies and the
+  messages of a body (``problems``) are said in it, else in the server's language.
 - ``POST live?path=<dir>&run_dir=runs`` with ``{"op": "answer" | "remark" | "stop", "text", "id"}``:
   a message to the live run of that run dir (``core.live.post``, from the panel): 202 ``{"ok": true}``
   once it is in the run's inbox; 409 when no run is live there; 400 for a body that is not such an
@@ -65,7 +72,7 @@ from flower_magic.core import live as live_files
 from flower_magic.core.errors import UserError
 from flower_magic.core.printable import unwritable_at
 from flower_magic.core.rundir import DEFAULT_RUN_DIR
-from flower_magic.core.words import phrases, pick_lang_or_default, say
+from flower_magic.core.words import LANGS, STEP_ATTEMPT, STEP_PHRASES, phrases, pick_lang_or_default, say
 from flower_magic.panel import transcript
 from flower_magic.panel.confinement import Refused, confine_dir, inside, real_root, split_relative
 from flower_magic.panel.errors import PanelError
@@ -75,6 +82,7 @@ from flower_magic.panel.run_summary import RunCache, find_run_dirs, owner
 
 API_PREFIX = "flower/api"
 PANEL_PREFIX = "lab_"  # the phrases the panel (src/*.ts) says
+STEP_PREFIX = "stepname_"  # and the step names it says (core.words.step_name)
 SETTINGS_KEY = "flower_magic.panel"
 DEFAULT_PAGE_ENTRIES = 200
 # The resource the jupyter_server authorizer is asked about: the panel reads files, as the
@@ -110,7 +118,7 @@ class _Panel:
     root: Path
     redactor: Redactor
     runs: RunCache
-    lang: str  # what the panel says, and says it in: the server's FLOWER_LANG, else zh
+    lang: str  # the server's FLOWER_LANG, else zh: its error bodies, and a run when the panel names no language
 
 
 def _bad_request(key: str, **fields: Any) -> PanelError:
@@ -177,14 +185,24 @@ class _PanelHandler(APIHandler):
         self.set_header("Cache-Control", "no-store")
         self.finish(dumps_redacted(body, self.panel.redactor))
 
+    @property
+    def answer_lang(self) -> str:
+        """The language the panel asks to be answered in (its ``lang`` argument: JupyterLab's), else the
+        server's: what an error body says."""
+        try:
+            asked = self.arg("lang", "")
+        except Refused:
+            asked = ""
+        return asked if asked in LANGS else self.panel.lang
+
     def fail(self, error: PanelError) -> None:
-        self.reply({"message": error.text(self.panel.lang), "reason": error.reason}, error.status)
+        self.reply({"message": error.text(self.answer_lang), "reason": error.reason}, error.status)
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         """Errors Tornado raises (403, 404, 405, a bug's 500) as JSON without detail or traceback."""
         exc = kwargs.get("exc_info", (None, None, None))[1]
         key = {403: "lab_http_403", 404: "lab_http_404", 405: "lab_http_405"}.get(status_code, "lab_http_500")
-        message = say(key, self.panel.lang)
+        message = say(key, self.answer_lang)
         if status_code == 405:
             self.set_header("Allow", self.allowed)
         reason = exc.reason if isinstance(exc, web.HTTPError) and exc.reason else None
@@ -239,8 +257,8 @@ class RunHandler(_PanelHandler):
                 have = self.arg("have", "")[:64]
             except Refused:
                 have = ""
-            tag, body = await asyncio.to_thread(
-                self.panel.runs.get, self.panel.root, workspace, run_dir, known=known, have=have
+            tag, body = await asyncio.to_thread(  # a run whose log says no language: the panel's
+                self.panel.runs.get, self.panel.root, workspace, run_dir, known=known, have=have, lang=self.answer_lang
             )
         except ManifestUnreadable as exc:
             self.fail(exc)
@@ -255,16 +273,28 @@ class RunHandler(_PanelHandler):
 
 
 class WordsHandler(_PanelHandler):
-    """``GET flower/api/words``: ``{"lang", "words"}``, the panel's phrases in the server's language.
+    """``GET flower/api/words``: ``{"lang", "words", "langs", "steps", "step_pattern"}``: the panel's
+    phrases in every language, the server's language's apart, and how step names are said.
 
-    The panel says nothing of its own: every label, tooltip and message comes from here, so it speaks
-    the language the kernel and the ``flower`` command speak (``FLOWER_LANG``).
+    The panel says nothing of its own: every label, tooltip and message comes from here. It speaks
+    JupyterLab's language itself, and each run in the run's (``RunHandler``).
     """
 
     @guarded("read")
     def get(self) -> None:
         self.set_header("Cache-Control", "no-cache")
-        self.finish({"lang": self.panel.lang, "words": phrases(self.panel.lang, PANEL_PREFIX)})
+        langs = {lang: {**phrases(lang, PANEL_PREFIX), **phrases(lang, STEP_PREFIX)} for lang in LANGS}
+        # The pattern in JavaScript's spelling of a named group; Python's is (?P<name>...).
+        pattern = STEP_ATTEMPT.pattern.replace("(?P<", "(?<")
+        self.finish(
+            {
+                "lang": self.panel.lang,
+                "words": langs[self.panel.lang],
+                "langs": langs,
+                "steps": STEP_PHRASES,
+                "step_pattern": pattern,
+            }
+        )
 
 
 class RunDirsHandler(_PanelHandler):
@@ -336,7 +366,7 @@ class LiveHandler(_PanelHandler):
         try:
             # A thread: the message is written durably (fsync), which must not hold the server's loop.
             await asyncio.to_thread(
-                live_files.post, run_dir, op, text=text, ask_id=ask_id, source="panel", lang=self.panel.lang
+                live_files.post, run_dir, op, text=text, ask_id=ask_id, source="panel", lang=self.answer_lang
             )
         except live_files.NotLive:
             self.fail(PanelError(409, "NotLive", "lab_live_not_live"))

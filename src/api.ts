@@ -1,7 +1,7 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
-import { say } from './words';
+import { lang, say } from './words';
 
 /** One manifest row as the server shapes it (flower_magic/panel/manifest_rows.py). */
 export interface IRow {
@@ -82,7 +82,7 @@ export interface IRunSummary {
   run_dir: string | null;
   has_run: boolean;
   has_sessions?: boolean;
-  lang?: string;
+  lang?: string; // the run's language (its log's start record, else the panel's): its steps are said in it
   lineage: { woke: number; steps: Record<string, string> };
   wake: {
     brief_complete: boolean;
@@ -148,9 +148,10 @@ async function get<T>(
   settings: ServerConnection.ISettings,
   etag = ''
 ): Promise<T | null> {
+  // The panel's language: the server says its messages, and a run whose log names none, in it.
   const url =
     URLExt.join(settings.baseUrl, 'flower/api', endpoint) +
-    URLExt.objectToQueryString(query);
+    URLExt.objectToQueryString({ ...query, lang: lang() });
   let response: Response;
   try {
     response = await ServerConnection.makeRequest(
@@ -194,7 +195,7 @@ export async function postLive(
 ): Promise<void> {
   const url =
     URLExt.join(settings.baseUrl, 'flower/api', 'live') +
-    URLExt.objectToQueryString({ path, run_dir: runDir });
+    URLExt.objectToQueryString({ path, run_dir: runDir, lang: lang() });
   let response: Response;
   try {
     response = await ServerConnection.makeRequest(

@@ -8,13 +8,14 @@ import { ICommandPalette } from '@jupyterlab/apputils';
 import { PathExt } from '@jupyterlab/coreutils';
 import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
+import { ITranslator } from '@jupyterlab/translation';
 import { LabIcon } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
 import { CellProposals, proposalOutputFactory } from './cellProposal';
 import { PanelRequests, panelOutputFactory, relativeToRoot } from './magicOutput';
 import { DEFAULT_RUN_DIR, FlowerPanel } from './panel';
-import { loadWords, say } from './words';
+import { loadWords, panelLang, say } from './words';
 
 export const COMMAND_OPEN = 'flower-magic:open';
 
@@ -39,17 +40,19 @@ const plugin: JupyterFrontEndPlugin<void> = {
   id: 'flower-magic:plugin',
   description: 'The Flower run panel: manifest, totals and transcripts of a run directory.',
   autoStart: true,
-  optional: [ILabShell, ICommandPalette, IDefaultFileBrowser, ILayoutRestorer, IRenderMimeRegistry],
+  optional: [ILabShell, ICommandPalette, IDefaultFileBrowser, ILayoutRestorer, IRenderMimeRegistry, ITranslator],
   activate: async (
     app: JupyterFrontEnd,
     labShell: ILabShell | null,
     palette: ICommandPalette | null,
     browser: IDefaultFileBrowser | null,
     restorer: ILayoutRestorer | null,
-    rendermime: IRenderMimeRegistry | null
+    rendermime: IRenderMimeRegistry | null,
+    translator: ITranslator | null
   ) => {
-    // Every label comes from the server's phrase tables: load them before building anything.
-    await loadWords(app.serviceManager.serverSettings);
+    // Every label comes from the server's phrase tables: load them before building anything. The
+    // panel speaks JupyterLab's language (Settings > Language), whatever the server's FLOWER_LANG.
+    await loadWords(app.serviceManager.serverSettings, panelLang(translator?.languageCode));
     const panel = new FlowerPanel(app.serviceManager.serverSettings);
     panel.title.icon = flowerIcon;
 

@@ -10,7 +10,7 @@ import * as fmt from './format';
 import { LiveStrip } from './live';
 import { RunTable } from './table';
 import { TranscriptView } from './transcript';
-import { count, say } from './words';
+import { count, say, setRunLang } from './words';
 
 /** How often the panel re-reads the run while it is visible: a step row lands within this. */
 export const REFRESH_MS = 3000;
@@ -178,6 +178,7 @@ export class FlowerPanel extends Widget {
     clear(this.chart);
     this.details.hidden = true;
     this.transcript.close();
+    setRunLang(null);
     this.table.update([], { steps: 0, ok: 0, cost_usd: 0, num_turns: 0, duration_s: 0, retries: 0, handoffs: 0 });
     this.live.update(this.path ?? '', this.runDir, null);
     this.ending.update(null);
@@ -247,6 +248,7 @@ export class FlowerPanel extends Widget {
   }
 
   private render(data: IRunSummary): void {
+    setRunLang(data.lang); // the run's step names are said in its language, the rest in the panel's
     this.live.update(this.path ?? '', this.runDir, data.live);
     // How the last run ended, where the strip was: the server sends none while a run is live.
     this.ending.update(data.live?.live ? null : data.ending);

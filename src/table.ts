@@ -1,7 +1,7 @@
 import { IRow, ITotals } from './api';
 import { el } from './dom';
 import * as fmt from './format';
-import { count, say } from './words';
+import { count, say, stepName } from './words';
 
 /** `label` and `title` are phrase keys (core/words.py); `#` is a sign, shown as it is. */
 interface IColumn {
@@ -51,7 +51,7 @@ export const COLUMNS: IColumn[] = [
     label: 'lab_col_step',
     title: 'lab_col_step_tip',
     value: r => r.step,
-    show: r => r.step,
+    show: r => stepName(r.step),
     total: t => count(t.steps, 'lab_step_1', 'lab_steps')
   },
   {

@@ -17,6 +17,11 @@ from tests.pg import NoServer, PgServer
 # Set to "postgres" to run every test that takes ``sessions`` (and ``child_env``) on PostgreSQL.
 TEST_SESSIONS_ENV = "FLOWER_TEST_SESSIONS"
 
+# The suite's runs speak Chinese unless a test chooses: most tests read the original's Chinese lines
+# whatever their task's words, which alone would now choose the language (front.options.settle_lang).
+# The tests of that choice take FLOWER_LANG away (tests/test_lang_choice.py, tests/e2e/test_lang.py).
+os.environ.setdefault("FLOWER_LANG", "zh")
+
 
 @pytest.fixture
 def anyio_backend() -> str:

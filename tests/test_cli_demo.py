@@ -18,7 +18,7 @@ import pytest
 
 from flower_magic.core.words import say
 from flower_magic.testing.demo import DEMO_FILE, demo_says
-from tests.e2e.test_lang import STEP_NAMES, foreign
+from tests.e2e.test_lang import foreign, said_steps
 from tests.helpers import no_key_env, snapshot
 
 HEAVY = ("claude_agent_sdk", "mcp", "jsonschema")
@@ -86,7 +86,7 @@ def test_the_demo_runs_every_step_offline_then_wakes_the_same_sessions(
     first = _flower(workspace, env, "--demo", task)
     assert first.returncode == 0, first.stdout + first.stderr
     said = first.stdout + first.stderr
-    for step in STEP_NAMES:  # clarify (with its question), goals, work, judge
+    for step in said_steps(lang):  # clarify (with its question), goals, work, judge
         assert step in said, step
     assert (workspace / DEMO_FILE).is_file()
     sessions = _lineage(workspace)["steps"]

@@ -69,8 +69,10 @@ def test_the_header_says_status_step_round_time_cost_and_context_against_the_win
     assert (h.status, h.step, h.index, h.total, h.round_n, h.rounds) == ("running", "干活", 3, 3, 1, 2)
     assert (h.context, h.context_step, h.window, h.context_share) == (50_000, "干活", 200_000, 0.25)
     page = header_html(h, "en")
-    assert "running" in page and "step 3/3 · 干活" in page and "round 1/2" in page
-    assert "1:05 elapsed" in page and "total $0.25" in page and "干活 context 50.0K of 200K" in page
+    # Issue 24 (4): the step's name too is said in English (on disk it stays 干活)
+    assert "running" in page and "step 3/3 · Work" in page and "round 1/2" in page
+    assert "1:05 elapsed" in page and "total $0.25" in page and "Work context 50.0K of 200K" in page
+    assert "干活" not in page
     assert 'aria-valuenow="50000"' in page and 'style="width:25.0%"' in page
     assert page.count("fm-seg-done") == 2 and page.count("fm-seg-run") == 1
 

@@ -18,7 +18,7 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from flower_magic.core import runlock
-from flower_magic.core.words import say, short_path
+from flower_magic.core.words import say, short_path, step_name
 from flower_magic.front.outcome import Ending, Outcome
 from flower_magic.magics import Binding, binding
 from flower_magic.testing import FakeAnthropic, Request, text
@@ -59,7 +59,8 @@ def test_flower_on_a_held_directory_is_one_usage_error_and_writes_nothing(
         assert snapshot(workspace) == before
     assert type(result.error_in_exec) is UsageError  # exactly: a subclass would print a traceback
     message = str(result.error_in_exec)
-    assert "\n" not in message and f"kill {held.pid}" in message and "干活" in message
+    step = step_name("干活", "en" if "--lang en" in line else "zh")  # the step the holder is in, said
+    assert "\n" not in message and f"kill {held.pid}" in message and step in message
     assert ("press Ctrl-C in that terminal" if "--lang en" in line else "在那个终端按 Ctrl-C") in message
     shown = capsys.readouterr()
     assert "Traceback" not in shown.out + shown.err

@@ -24,7 +24,7 @@ from flower_magic.core import manifest, runlock
 from flower_magic.core.errors import RunLocked
 from flower_magic.core.pid import is_alive
 from flower_magic.core.project import project_key
-from flower_magic.core.words import run_locked_line
+from flower_magic.core.words import run_locked_line, step_name
 from flower_magic.stores.sqlite import SqliteSessionStore
 from flower_magic.testing import FakeAnthropic, Request, text
 from flower_magic.testing.roles import as_role
@@ -82,7 +82,8 @@ def test_a_second_process_is_refused_with_who_holds_it_and_nothing_changes(tmp_p
     assert exc.path == run_dir.resolve() / "run.lock"
     message = str(exc)
     assert "\n" not in message
-    assert str(held.pid) in message and "干活" in message and exc.since.replace("T", " ") in message
+    step = step_name("干活", lang)  # the step it holds the run dir in, as a person reads it
+    assert str(held.pid) in message and step in message and exc.since.replace("T", " ") in message
     assert f"kill {held.pid}" in message
     assert ("Ctrl-C" in message) and (("终端" in message) if lang == "zh" else ("terminal" in message))
     assert message == run_locked_line(
@@ -451,7 +452,7 @@ def test_flower_on_a_held_directory_says_who_and_touches_nothing(
             assert done.returncode == 1, done
             assert done.stdout == ""
             (line,) = done.stderr.splitlines()
-            assert f"kill {held.pid}" in line and "干活" in line
+            assert f"kill {held.pid}" in line and step_name("干活", "en" if "en" in args else "zh") in line
             assert ("interrupt that notebook's kernel" if "en" in args else "中断内核") in line
             assert snapshot(workspace) == before, args
     assert fake_api.requests == []

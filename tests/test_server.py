@@ -758,11 +758,12 @@ async def test_a_fifo_manifest_is_refused_and_the_endpoint_keeps_answering(call,
     assert (await call("run", {"path": "proj", "run_dir": "elsewhere"})).code == 200  # it still serves the rest
 
 
-async def test_words_are_the_panel_phrases_in_the_servers_language(call, layout):
+async def test_words_are_the_panel_phrases_in_every_language(call, layout):
     body = json.loads((await call("words")).body)
     assert body["lang"] == "en"
-    assert body["words"] == words.phrases("en", "lab_") and body["words"]["lab_raw"] == "Raw"
-    assert all(k.startswith("lab_") for k in body["words"])
+    said = {lang: {**words.phrases(lang, "lab_"), **words.phrases(lang, "stepname_")} for lang in words.LANGS}
+    assert body["langs"] == said and body["words"] == said["en"] and body["words"]["lab_raw"] == "Raw"
+    assert body["steps"] == words.STEP_PHRASES and "(?<judge>" in body["step_pattern"]  # JavaScript's spelling
 
 
 @pytest.mark.parametrize("server_lang", ["zh"])
@@ -776,6 +777,12 @@ async def test_a_chinese_server_says_its_panel_words_problems_and_errors_in_chin
     response = await call("transcript", {"path": "proj", "session": SID, "view": "cooked"})
     assert json.loads(response.body)["message"] == words.say("lab_bad_view", "zh", got="'cooked'")
     assert json.loads((await call("run", {"path": "../x"})).body)["message"] == words.say("lab_http_404", "zh")
+    # the panel says which language it speaks (JupyterLab's): its messages are said in it (issue 24)
+    asked = {"path": "proj", "session": SID, "view": "cooked", "lang": "en"}
+    response = await call("transcript", asked)
+    assert json.loads(response.body)["message"] == words.say("lab_bad_view", "en", got="'cooked'")
+    body = json.loads((await call("run", {"path": "proj", "lang": "en"})).body)
+    assert body["lang"] == "en" and body["problems"] == [words.say("lab_rows_skipped", "en", n=1)]
 
 
 def _cli_session() -> list[dict[str, Any]]:
@@ -1457,11 +1464,14 @@ ENDED = {
 }
 
 
-def log_run(run_dir: Path, outcome: Outcome | None, *, step: str = "干活", demo: bool = False) -> LiveRun:
+def log_run(
+    run_dir: Path, outcome: Outcome | None, *, step: str = "干活", demo: bool = False, lang: str = "en"
+) -> LiveRun:
     """The event log of a run, written by the real writer (``core.live.LiveRun``, as the launch drives
-    it): its start, its step, and its end record (``outcome``, as ``Launch`` records it); without an
-    outcome the log stays without an end, as a run killed with ``kill -9`` leaves it."""
-    live = LiveRun(run_dir, front_end="notebook", start={"lang": "en", "demo": demo, "front_end": "notebook"})
+    it): its start (the run spoke ``lang``), its step, and its end record (``outcome``, as ``Launch``
+    records it); without an outcome the log stays without an end, as a run killed with ``kill -9``
+    leaves it."""
+    live = LiveRun(run_dir, front_end="notebook", start={"lang": lang, "demo": demo, "front_end": "notebook"})
     live.sink(Event("step", step))
     if outcome is not None:
         live.end(outcome.to_record())
@@ -1497,11 +1507,11 @@ async def ending_of(call: Any) -> dict[str, Any] | None:
 @pytest.mark.parametrize("case", list(ENDED))
 async def test_the_run_answer_says_how_the_last_run_ended_in_the_cells_words(call, layout, case, server_lang):
     """Each ending the launch records is in the panel's run answer in the words the cell, the terminal
-    and --status say (the end_/next_/pill_ phrases, in the server's language), with the notebook's
+    and --status say (the end_/next_/pill_ phrases, in the run's language), with the notebook's
     way to continue (``%flower``; ``%flower --demo`` after a demo run)."""
     assert await ending_of(call) is None  # no event log: nothing to say
     outcome = ENDED[case]
-    log_run(layout.proj / "runs", outcome, step=outcome.step or "干活", demo=outcome.demo)
+    log_run(layout.proj / "runs", outcome, step=outcome.step or "干活", demo=outcome.demo, lang=server_lang)
     assert await ending_of(call) == said(outcome, server_lang)
     if outcome.demo:
         assert "%flower --demo" in outcome.next_step(server_lang, "%flower")
@@ -1517,7 +1527,7 @@ async def test_a_run_killed_under_the_panel_is_said_killed_and_found(
     runs = layout.proj / "runs"
     url = f"{jp_base_url}flower/api/run?path=proj"
     with LockHolder(runs, "background", "干活") as holder:
-        log_run(runs, None, step="干活")
+        log_run(runs, None, step="干活", lang=server_lang)
         write_live(runs, holder.pid, state="running", asks=[], step="干活")
         first = await http_server_client.fetch(url, headers=jp_auth_header)
         body = json.loads(first.body)

@@ -4,7 +4,8 @@ Every run (a notebook's, a terminal's, a background runner's) keeps three things
 
 ``events.jsonl``
     Append-only JSON lines, one record each (``n`` counts from 1, ``t`` is epoch seconds, ``type``
-    says what it is): ``start`` (the run's settings), ``event`` (an engine ``Event`` as
+    says what it is): ``start`` (the run's settings; its ``lang`` is the language the run dir
+    remembers, ``run_lang``), ``event`` (an engine ``Event`` as
     ``Event.to_dict``), ``step`` (a finished step's result), ``line`` (a front end's phrase line),
     ``goals`` (a new goal list), ``heard`` (an answer, remark or stop the run took from the inbox),
     ``end`` (how it ended). A new run starts a new log. Past ``MAX_PART_BYTES`` the log moves to
@@ -295,6 +296,15 @@ def start_of(run_dir: Path) -> dict[str, Any] | None:
         if record["type"] == "start":
             return record
     return None
+
+
+def run_lang(run_dir: Path) -> str | None:
+    """The language the run dir's last run spoke (its ``start`` record), or None when no log says one:
+    what a later start with no words of its own, ``--status``, a follower and the panel speak."""
+    from flower_magic.core.words import LANGS
+
+    lang = (start_of(run_dir) or {}).get("lang")
+    return lang if lang in LANGS else None
 
 
 class Follower:

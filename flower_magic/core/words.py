@@ -1,8 +1,11 @@
 """Every word flower itself says, in ``zh`` and ``en``: the phrase tables, and the few helpers that
 turn facts into words (token counts, waits, paths, who holds a run dir).
 
-Chinese by default, as the original; English with ``lang="en"`` (``--lang en``, ``FLOWER_LANG=en``,
-``%config FlowerMagics.lang = "en"``). Step names and file names are data and stay as they are.
+A run speaks the language chosen (``--lang``, ``FLOWER_LANG``, ``%config FlowerMagics.lang``), else
+its task's (``words_lang``: Chinese characters say zh, other words en), else its run dir's last run's
+(``front.options``); Chinese when nothing says. File names are data and stay as they are. Step
+names stay the original's on disk (lineage.json, manifest.json); a person reads them in their
+language (``step_name``; ``say`` renders a ``step`` field so).
 
 The engine (``core``) and every front end read their words here; nothing that a person reads is
 spelled anywhere else (a test holds it). Both tables have the same keys (a test holds that too).
@@ -219,7 +222,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "flag_no_handoff": "不交接换代,用 CLI 自己的压缩",
         "flag_clarify_only": "只确认需求",
         "flag_no_trim": "续跑时保留旧的大段工具输出",
-        "flag_lang": "zh(默认)或 en;也可以设 FLOWER_LANG",
+        "flag_lang": "zh 或 en;也可以设 FLOWER_LANG;都没有时跟着任务的文字(有汉字 = zh,否则 en),没有文字就用这个目录上次的语言",
         "flag_verbose": "也显示子智能体、思考和工具输出",
         "flag_status": "只看这个目录记得什么,不运行",
         "flag_demo": "离线演示:一个脚本化的小模型扮演每个角色,不需要 key",
@@ -503,7 +506,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "judge_unclear": "判定者没给出明确结论,按未达成处理",
         "judge_amended": "目标已被人修改。新目标:\n{block}",
         "judge_overruled": "人认为这个目标是能达成的,判定者判断有误。人的说法:{answer}",
-        "config_lang": "zh(默认)或 en;空 = 看 FLOWER_LANG,没有就用 zh",
+        "config_lang": "zh 或 en;空 = 看 FLOWER_LANG,没有就跟着任务的文字(有汉字 = zh,否则 en),没有文字就用这个目录上次的语言",
         "config_rounds": "每次唤醒最多判定几轮干活",
         "config_timeout": "等人回答智能体提问的秒数;<=0 一直等",
         "config_verbose": "也显示子代理、思考过程和工具输出",
@@ -511,6 +514,13 @@ _TEXTS: dict[str, dict[str, str]] = {
         "config_workspace": "运行绑定的文件夹(相对路径 = 在内核启动的目录下);空 = 笔记本所在的文件夹",
         "config_context": "把笔记本的变量、最近的单元格和查看它们的工具给智能体(False = --no-context)",
         "config_sessions": "会话存在哪:postgresql://用户@主机:端口/库(密码另外收着,从不显示);空 = 看 FLOWER_SESSIONS,没有就用运行目录里的 sessions.db",
+        # step names as a person reads them (step_name); on disk they stay the original's
+        "stepname_clarify": "确认需求",
+        "stepname_goal": "设定目标",
+        "stepname_work": "干活",
+        "stepname_judge": "{step}·判定#{n}",
+        "stepname_round": "{step}#round{n}",
+        "stepname_retry": "{step}#retry{n}",
     },
     "en": {
         "wake_head": "<- picking up in {where}",
@@ -718,7 +728,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "flag_no_handoff": "no hand-off; the CLI's auto-compaction instead",
         "flag_clarify_only": "only clarify the requirement",
         "flag_no_trim": "keep large old tool results in resumed context",
-        "flag_lang": "zh (default) or en; also FLOWER_LANG",
+        "flag_lang": "zh or en; also FLOWER_LANG; without either, the task's words decide (Chinese characters: zh, else en), and with no words this folder's last run",
         "flag_verbose": "also show subagents, thinking and tool output",
         "flag_status": "show what this directory remembers; run nothing",
         "flag_demo": "offline demo: a small scripted model plays every role; no key needed",
@@ -799,7 +809,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "lab_sort": "{what} (click to sort)",
         "lab_col_index": "Position in manifest.json",
         "lab_col_step": "Step",
-        "lab_col_step_tip": "Step name (with #retryN / #roundN / ·判定#N for later attempts)",
+        "lab_col_step_tip": "Step name (later attempts say which: · retry N, · round N, · judge #N)",
         "lab_col_session_tip": "Session id (first 8 characters)",
         "lab_col_ok": "OK",
         "lab_col_ok_tip": "Did the step succeed?",
@@ -1003,7 +1013,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "judge_unclear": "the judge gave no clear verdict; counted as not reached",
         "judge_amended": "a person changed the goal. The new goal:\n{block}",
         "judge_overruled": "a person holds the goal reachable and the judge mistaken. They said: {answer}",
-        "config_lang": "zh (the default) or en; empty = FLOWER_LANG or zh",
+        "config_lang": "zh or en; empty = FLOWER_LANG, else the task's words (Chinese characters: zh, else en), else this folder's last run",
         "config_rounds": "judged work rounds per wake",
         "config_timeout": "seconds to wait for an answer to the agent's question; <=0 never",
         "config_verbose": "also show subagents, thinking and tool output",
@@ -1011,6 +1021,13 @@ _TEXTS: dict[str, dict[str, str]] = {
         "config_workspace": "the folder runs are bound to (relative = under the kernel's starting folder); empty = the notebook's",
         "config_context": "give the agent the notebook's variables, recent cells and tools (False = --no-context)",
         "config_sessions": "where sessions live: postgresql://user@host:port/db (its password is kept aside, never shown); empty = FLOWER_SESSIONS, else the run dir's sessions.db",
+        # step names as a person reads them (step_name); on disk they stay the original's
+        "stepname_clarify": "Clarify",
+        "stepname_goal": "Set goals",
+        "stepname_work": "Work",
+        "stepname_judge": "{step} · judge #{n}",
+        "stepname_round": "{step} · round {n}",
+        "stepname_retry": "{step} · retry {n}",
     },
 }
 
@@ -1037,11 +1054,51 @@ def say(key: str, lang: str = "zh", **fields: Any) -> str:
 
     A phrase that counts something has a singular form under ``<key>_1`` (``1 turn``, not ``1 turns``);
     it is said when the field ``n`` is 1.
+
+    A ``step`` field is a step's name as the run wrote it (``干活·判定#1``): it is said in ``lang``
+    (``step_name``).
     """
     table = _TEXTS.get(lang, _TEXTS["zh"])
     if fields.get("n") == 1 and f"{key}_1" in table:
         key = f"{key}_1"
+    if isinstance(fields.get("step"), str):
+        fields["step"] = step_name(fields["step"], lang)
     return table[key].format(**fields)
+
+
+# The original's step names (workflow.starter, workflow.judge; lineage.json and manifest.json keep
+# them) and the phrase each is read as; a step of another workflow is read by its own name.
+STEP_PHRASES = {"确认需求": "stepname_clarify", "设定目标": "stepname_goal", "干活": "stepname_work"}
+# How the workflow names a step's later attempts (workflow.base.attempt_name, workflow.judge): its
+# judge's round, a judged round, a retry.
+STEP_ATTEMPT = re.compile(r"(?P<base>.+?)(?:·判定#(?P<judge>\d+)|#round(?P<round>\d+)|#retry(?P<retry>\d+))?")
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff]")
+
+
+def step_name(name: str, lang: str = "zh") -> str:
+    """A step's name as a person reads it in ``lang``: ``干活·判定#1`` is ``Work · judge #1`` in English,
+    ``确认需求`` is ``Clarify``; in Chinese every name is the original's. A name the workflow did not
+    make (a custom step) is said as it is."""
+    found = STEP_ATTEMPT.fullmatch(name)
+    if found is None:
+        return name
+    base = found["base"]
+    table = _TEXTS.get(lang, _TEXTS["zh"])
+    shown = table[STEP_PHRASES[base]] if base in STEP_PHRASES else base
+    for part in ("judge", "round", "retry"):
+        if found[part] is not None:  # the table's own format: ``say`` would read ``shown`` as a name again
+            return table[f"stepname_{part}"].format(step=shown, n=int(found[part]))
+    return shown
+
+
+def words_lang(text: str) -> str | None:
+    """The language a task's words are in: ``zh`` when they hold a Chinese character, ``en`` when
+    they hold a letter, None when they hold neither (no words, only digits or signs)."""
+    if _CJK.search(text):
+        return "zh"
+    if any(ch.isalpha() for ch in text):
+        return "en"
+    return None
 
 
 def phrases(lang: str, prefix: str) -> dict[str, str]:

@@ -82,6 +82,7 @@ def follow(
     run_dir: Path,
     *,
     lang: str,
+    lang_asked: bool = False,
     interactive: bool = True,
     mode: str | None = None,
     lead: Sequence[Line] = (),
@@ -93,6 +94,7 @@ def follow(
     Args:
         run_dir: the run dir (absolute).
         lang: the language when the log does not say (its ``start`` record's wins: the run's words).
+        lang_asked: ``lang`` was asked for (``--lang``, ``%config``, ``FLOWER_LANG``): it wins.
         interactive: a person watches a frontend that renders widgets (``RunView``).
         mode: force the view's mode (tests).
         lead: lines shown first (e.g. "following the running flower", "started in the background").
@@ -106,7 +108,7 @@ def follow(
     from flower_magic.core.live import POLL_S, Watch, start_of
 
     start = start_of(run_dir) or {}
-    lang = str(start.get("lang") or lang)
+    lang = lang if lang_asked else str(start.get("lang") or lang)
     view = RunView(
         lang,
         verbose=bool(start.get("verbose")),

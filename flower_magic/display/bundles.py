@@ -15,7 +15,7 @@ from flower_magic.core.goal import UNVERIFIABLE_RE
 from flower_magic.core.manifest import totals
 from flower_magic.core.printable import printable
 from flower_magic.core.rundir import Snapshot
-from flower_magic.core.words import human_elapsed, human_tokens, say, short_path
+from flower_magic.core.words import human_elapsed, human_tokens, say, short_path, step_name
 from flower_magic.display import html
 from flower_magic.display.goals import goal_lines, marks_of
 from flower_magic.front.phrases import Line, problem_line, wake_banner
@@ -68,7 +68,7 @@ def _cells(row: Mapping[str, Any], lang: str) -> list[html.Cell]:
         error = error[:ERROR_CHARS] + "…"
     context = int(_number(row.get("context")))
     return [
-        ("", printable(str(row.get("step") or "?"))),
+        ("", printable(step_name(str(row.get("step") or "?"), lang))),
         ("ok", "+") if ok else ("bad", "x"),
         ("", f"${_number(row.get('cost_usd')):.4f}"),
         ("", str(int(_number(row.get("num_turns"))))),

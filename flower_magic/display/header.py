@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from flower_magic.core.words import human_elapsed, human_tokens, say
+from flower_magic.core.words import human_elapsed, human_tokens, say, step_name
 from flower_magic.display import html
 from flower_magic.display.goals import FAIL, PASS, PENDING, UNVERIFIABLE
 from flower_magic.front.phrases import Line
@@ -118,7 +118,8 @@ def header_html(h: Header, lang: str) -> str:
     pill = say(f"pill_{h.ending}", lang) if h.ending else say(STATUS_KEYS[status], lang)
     items = [f'<span class="fm-chip fm-st-{status}">{html.esc(pill)}</span>']
     if h.step:
-        step = say("hdr_step", lang, n=h.index, total=h.total, name=h.step) if h.total else h.step
+        name = step_name(h.step, lang)
+        step = say("hdr_step", lang, n=h.index, total=h.total, name=name) if h.total else name
         items.append(f'<span class="fm-hitem fm-hstep">{_steps_bar(h)}<span>{html.esc(step)}</span></span>')
     if h.rounds:
         items.append(f'<span class="fm-hitem">{html.esc(say("round", lang, n=h.round_n, total=h.rounds))}</span>')

@@ -34,7 +34,7 @@ from typing import Any
 from flower_magic.core.events import Event
 from flower_magic.core.printable import printable
 from flower_magic.core.rundir import WORK_STEP, Snapshot
-from flower_magic.core.words import say
+from flower_magic.core.words import say, step_name
 from flower_magic.display import html
 from flower_magic.display.goals import check_states, goal_lines, marks_of, verdict_line
 from flower_magic.display.header import Header, checklist_html, header_html
@@ -109,7 +109,7 @@ class Section:
         """The section's title: ``✓ 确认需求 · 1/3 · 完成 · 2 轮 · $0.0100 · 用时 0:12 · 工具调用 4 次`` once
         it ended; while it runs, the mark, the name and the header's tail (n/N, carried on)."""
         mark = "…" if self.ok is None else "✓" if self.ok else "✗"
-        line: Line = [("bold", f"{mark} {self.name}")]
+        line: Line = [("bold", f"{mark} {step_name(self.name, lang)}")]
         if self.result is None:
             tail = "".join(text for style, text in self.header or [] if style == "dim")
             return line + ([("dim", " · " + tail)] if tail else [])

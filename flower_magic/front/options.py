@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,7 @@ from flower_magic.core.handoff import WINDOW_1M_TOKENS, default_window
 from flower_magic.core.printable import unwritable_at
 from flower_magic.core.rundir import DEFAULT_RUN_DIR, RunDir
 from flower_magic.core.storage import SESSIONS_ENV, StoreLocation, choose_store
-from flower_magic.core.words import LANGS, pick_lang, pick_lang_or_default, say
+from flower_magic.core.words import LANGS, pick_lang, pick_lang_or_default, say, words_lang
 
 if TYPE_CHECKING:
     from flower_magic.core.rundir import Snapshot
@@ -40,6 +41,19 @@ NEW_CMD = "/new"
 CLI_CHARS_PER_TOKEN = 3
 PROMPT_OVERHEAD_TOKENS = 50_000
 MAX_TASK_CHARS = (WINDOW_1M_TOKENS - PROMPT_OVERHEAD_TOKENS) * CLI_CHARS_PER_TOKEN
+
+
+def settle_lang(asked: str | None, task: str, remembered: Callable[[], str | None]) -> str:
+    """The language a run speaks: ``asked`` (``--lang``, ``%config``), else ``FLOWER_LANG``, else the
+    task's words (``core.words.words_lang``: Chinese characters say zh, other words en), else
+    ``remembered()`` (the run dir's last run; read only when needed), else zh, as the original.
+
+    Raises:
+        ValueError: ``asked`` or ``FLOWER_LANG`` names no language flower speaks.
+    """
+    if asked or os.environ.get("FLOWER_LANG"):
+        return pick_lang(asked)
+    return words_lang(task) or remembered() or pick_lang()
 
 
 class GoError(UserError, ValueError):
@@ -121,6 +135,11 @@ class GoOptions:
             shown (left out of ``repr``).
         run_dir_named: the person named the run dir (``-r``, ``%config``), so a link there is their
             choice; settled by the first ``check`` (None before), which makes ``run_dir`` absolute.
+        lang: the language asked for (``--lang``, ``%config``; "" = none); ``check`` settles it
+            (``settle_lang``): asked, else ``FLOWER_LANG``, else the task's words, else the run dir's
+            last run, else zh.
+        lang_asked: ``lang`` as it was before the first ``check`` (None before): a ``check`` after the
+            task changed (``flower`` asked for it) settles the language again from the new words.
     """
 
     task: str = ""
@@ -137,27 +156,31 @@ class GoOptions:
     clarify_only: bool = False
     trim: bool = True
     verbose: bool = False
-    lang: str = ""  # "" = FLOWER_LANG, else zh (check() settles it)
+    lang: str = ""  # "" = FLOWER_LANG, else the task's words, else the run dir's (check() settles it)
     demo: bool = False
     context: bool = True
     sessions: str = field(default="", repr=False)
     run_dir_named: bool | None = field(default=None, repr=False)
+    lang_asked: str | None = field(default=None, repr=False)
 
     def check(self) -> GoOptions:
-        """Validate and normalise; reads nothing but the environment (and whether the default run dir
-        ``runs`` is a symbolic link, which making it absolute would follow: ``RunDirLink``). Raises
-        GoError with one line saying what to change (in the language asked for, when that itself is
-        valid)."""
-        try:
-            self.lang = pick_lang(self.lang)
-        except ValueError:
-            raise GoError(
-                say("opt_lang", pick_lang_or_default(), langs="/".join(LANGS), value=repr(self.lang))
-            ) from None
-        lang = self.lang
+        """Validate and normalise; reads nothing but the environment, whether the default run dir
+        ``runs`` is a symbolic link (making it absolute would follow it: ``RunDirLink``) and, for a
+        task with no words, the language the run dir's last run spoke (``settle_lang``). Raises
+        GoError with one line saying what to change (in the run's language, when the language asked
+        for is itself valid)."""
+        if self.lang_asked is None:
+            self.lang_asked = self.lang
         self.task = (self.task or "").strip()
         if self.task == NEW_CMD:
             self.task, self.new = "", True
+        try:
+            self.lang = settle_lang(self.lang_asked, self.task, self.remembered_lang)
+        except ValueError:
+            raise GoError(
+                say("opt_lang", pick_lang_or_default(), langs="/".join(LANGS), value=repr(self.lang_asked))
+            ) from None
+        lang = self.lang
         if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) or self.rounds < 0:
             raise GoError(say("opt_rounds", lang, value=repr(self.rounds)))
         if isinstance(self.asks, bool) or not isinstance(self.asks, int):
@@ -202,6 +225,33 @@ class GoOptions:
             value = os.environ.get(WATCHDOG_ENV, "")
             raise GoError(say("bad_watchdog", lang, value=repr(value), choices=choices)) from None
         return self
+
+    @property
+    def lang_chosen(self) -> bool:
+        """A language was asked for (``--lang``, ``%config``, ``FLOWER_LANG``), not found in the words."""
+        return bool(self.lang_asked or os.environ.get("FLOWER_LANG"))
+
+    def live_lang(self) -> str:
+        """The language a view following the run dir's live run speaks (after ``check``): the one asked
+        for, else the run's own (its start record), whatever words this front end gave it."""
+        from flower_magic.core.live import run_lang
+
+        if self.lang_chosen:
+            return self.lang
+        return run_lang(self.rundir.path) or self.lang
+
+    def remembered_lang(self) -> str | None:
+        """The language the run dir's last run spoke (``core.live.run_lang``), None when none is known
+        or the run dir cannot be named yet (a NUL in its path; ``check`` says so). Not read through a
+        default ``runs`` that is a symbolic link (``check`` refuses it)."""
+        from flower_magic.core.live import run_lang
+
+        try:
+            if self.run_dir is None and os.path.islink(Path(self.workspace).expanduser().resolve() / DEFAULT_RUN_DIR):
+                return None
+            return run_lang(RunDir.at(self.workspace, self.run_dir).path)
+        except (OSError, ValueError):
+            return None
 
     def store_location(self) -> StoreLocation:
         """The store this run's sessions go to (``sessions``, else ``FLOWER_SESSIONS``), not yet checked

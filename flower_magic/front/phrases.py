@@ -1,8 +1,8 @@
 """Every line a person reads about a run, built from facts in one place: the terminal and the
 notebook render the same segments (the terminal with ANSI colours, the notebook as escaped HTML).
 
-Chinese by default, as the original; English with ``lang="en"`` (``--lang en``, ``FLOWER_LANG=en``,
-``%config FlowerMagics.lang = "en"``). Step names and file names are data and stay as they are.
+In the run's language (``core.words``: asked for, else the task's words, else the run dir's last run).
+File names are data and stay as they are; a step's name is said in the language (``step_name``).
 
 A line is a list of ``(style, text)`` segments; styles: ``""``, ``dim``, ``bold``, ``head``,
 ``ok``, ``bad``, ``warn``, ``note``.
@@ -15,7 +15,7 @@ from typing import Any
 
 from flower_magic.core import lineage as lineage_file
 from flower_magic.core.rundir import Snapshot
-from flower_magic.core.words import cols, human_elapsed, human_tokens, say, short_path
+from flower_magic.core.words import cols, human_elapsed, human_tokens, say, short_path, step_name
 from flower_magic.front.outcome import Outcome
 
 Segment = tuple[str, str]
@@ -50,7 +50,8 @@ def problem_line(facts: Snapshot, lang: str = "zh") -> Line | None:
 def step_header(
     name: str, index: int, total: int, *, resumed: bool, woke: int, width: int = 80, lang: str = "zh"
 ) -> Line:
-    """``== 干活 ======  3/3  <- 接上次 · 第 3 次唤醒``."""
+    """``== 干活 ======  3/3  <- 接上次 · 第 3 次唤醒`` (``== Work ======  3/3 …`` in English)."""
+    name = step_name(name, lang)
     tail = f"{index}/{total}"
     if resumed:
         tail += f"  {say('carried', lang)} · {say('wake_n', lang, n=woke)}"
@@ -59,8 +60,9 @@ def step_header(
     return [("head", f"== {name} {bar}"), ("", " "), ("dim", tail)]
 
 
-def round_header(name: str, *, judge: bool = False, width: int = 80) -> Line:
+def round_header(name: str, *, judge: bool = False, width: int = 80, lang: str = "zh") -> Line:
     """``-- 干活#round2 ------`` or ``-- 干活·判定#1 ------``: a round inside a step, not a new step."""
+    name = step_name(name, lang)
     width = max(MIN_WIDTH, min(MAX_WIDTH, width))
     return [("note" if judge else "bold", f"-- {name} {'-' * max(4, width - cols(name) - 4)}")]
 

@@ -67,7 +67,7 @@ def shown(ev: Event, *, lang: str, verbose: bool, width: int, clip: Clip) -> Sho
     sub = bool(p.get("subagent"))
     kind = ev.kind
     if kind == "step" and "index" not in p:
-        return Shown([round_header(clip(ev.text, 200), judge=bool(p.get("judge")), width=width)], "round")
+        return Shown([round_header(clip(ev.text, 200), judge=bool(p.get("judge")), width=width, lang=lang)], "round")
     if kind == "step":
         header = step_header(
             clip(ev.text, 200),

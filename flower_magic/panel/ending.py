@@ -87,7 +87,7 @@ def command_parts(text: str, cmd: str) -> list[list[str]]:
     return parts
 
 
-def _identity(run_dir: Path) -> Identity | None:
+def log_identity(run_dir: Path) -> Identity | None:
     """The log parts' (device, inode, size, mtime), None for a part that is not there; None in all
     when there is no log or a part is not a regular file of its own (a link, a fifo, a folder)."""
     from flower_magic.core.live import log_paths
@@ -106,35 +106,38 @@ def _identity(run_dir: Path) -> Identity | None:
 
 
 class Endings:
-    """The endings of the run dirs the panel shows, each read once per change of its log; thread-safe."""
+    """The endings of the run dirs the panel shows, each read once per change of its log and language;
+    thread-safe."""
 
     def __init__(self, lang: str) -> None:
         self._lang = lang
         self._lock = threading.Lock()
-        self._kept: OrderedDict[Path, tuple[Identity, dict[str, Any] | None]] = OrderedDict()
+        self._kept: OrderedDict[tuple[Path, str], tuple[Identity, dict[str, Any] | None]] = OrderedDict()
 
-    def now(self, run_dir: Path | None, *, live: bool) -> dict[str, Any] | None:
-        """How the last run in ``run_dir`` ended (``describe``), or None: there is none, no log, or the
-        run is ``live`` (``live_now``'s ``live``)."""
+    def now(self, run_dir: Path | None, *, live: bool, lang: str = "") -> dict[str, Any] | None:
+        """How the last run in ``run_dir`` ended (``describe``, in ``lang``, else the language given
+        when made), or None: there is none, no log, or the run is ``live`` (``live_now``'s ``live``)."""
         if run_dir is None or live:
             return None
-        identity = _identity(run_dir)
+        identity = log_identity(run_dir)
         if identity is None:
             return None
+        lang = lang or self._lang
+        key = (run_dir, lang)
         with self._lock:
-            hit = self._kept.get(run_dir)
+            hit = self._kept.get(key)
         if hit is not None and hit[0] == identity:
             return hit[1]
-        answer, lasting = self._read(run_dir)
+        answer, lasting = self._read(run_dir, lang)
         if lasting:
             with self._lock:
-                self._kept[run_dir] = (identity, answer)
-                self._kept.move_to_end(run_dir)
+                self._kept[key] = (identity, answer)
+                self._kept.move_to_end(key)
                 while len(self._kept) > CACHE_ENTRIES:
                     self._kept.popitem(last=False)
         return answer
 
-    def _read(self, run_dir: Path) -> tuple[dict[str, Any] | None, bool]:
+    def _read(self, run_dir: Path, lang: str) -> tuple[dict[str, Any] | None, bool]:
         """(the answer, whether it lasts as long as the log is unchanged)."""
         from flower_magic.core import runlock
         from flower_magic.core.live import read_log
@@ -148,6 +151,6 @@ class Endings:
         records = read_log(run_dir)
         end = next((r for r in records if r["type"] == "end"), None)
         if end is not None:
-            return describe(Outcome.from_record(end), self._lang, found=bool(end.get("found"))), True
+            return describe(Outcome.from_record(end), lang, found=bool(end.get("found"))), True
         found = found_outcome(run_dir)
-        return (describe(found, self._lang, found=True) if found is not None else None), True
+        return (describe(found, lang, found=True) if found is not None else None), True

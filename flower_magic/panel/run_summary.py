@@ -13,6 +13,8 @@ Guarantees:
 - The run's live state (``live``, from ``core.live.live_state``: ``live.json`` and the run lock) is
   read on every poll, not cached: a process killed with ``kill -9`` changes no file, yet the next poll
   says it is not live. It is part of the fingerprint (``stamp``), so its change answers 200, not 304.
+- The summary is said in the run's language (``lang``: its event log's start record, read once per
+  change of the log), else in the panel's: its ``problems``, its ``ending``.
 - How the last run ended (``ending``, ``panel.ending``: its event log's end record, or the ending found
   for a run that left none) is asked on every poll too, read only when the log changed, and is part of
   the fingerprint: a new end record, or a run killed under the panel, answers 200. The log is not one
@@ -51,7 +53,7 @@ from flower_magic.core.storage import SESSIONS_DB, STORE_RECORD
 from flower_magic.core.words import say
 from flower_magic.panel import manifest_rows
 from flower_magic.panel.confinement import Refused, inside
-from flower_magic.panel.ending import Endings
+from flower_magic.panel.ending import Endings, log_identity
 from flower_magic.panel.transcript import has_store as transcript_store
 
 NOTES_DIR = (WORKBENCH_DIRNAME, NOTES_DIRNAME)
@@ -349,21 +351,44 @@ class RunCache:
         self._lock = threading.Lock()
         self._entries: OrderedDict[tuple[Path, Path | None], _Entry] = OrderedDict()
         self._endings = Endings(lang)
+        self._langs: OrderedDict[Path, tuple[Any, str | None]] = OrderedDict()
+
+    def run_lang(self, run_dir: Path | None) -> str | None:
+        """The language the run dir's last run spoke (``core.live.run_lang``: its log's start record),
+        read once per change of its log; None without a log of its own (none, a link, not a file)."""
+        if run_dir is None:
+            return None
+        identity = log_identity(run_dir)
+        if identity is None:
+            return None
+        with self._lock:
+            hit = self._langs.get(run_dir)
+        if hit is not None and hit[0] == identity:
+            return hit[1]
+        lang = live_files.run_lang(run_dir)
+        with self._lock:
+            self._langs[run_dir] = (identity, lang)
+            self._langs.move_to_end(run_dir)
+            while len(self._langs) > CACHE_ENTRIES:
+                self._langs.popitem(last=False)
+        return lang
 
     def get(
-        self, root: Path, workspace: Path, run_dir: Path | None, *, known: str = "", have: str = ""
+        self, root: Path, workspace: Path, run_dir: Path | None, *, known: str = "", have: str = "", lang: str = ""
     ) -> tuple[str, bytes | None]:
         """(fingerprint, encoded summary); the summary is ``None`` when ``known`` is still current, and
         holds only the rows after the first ``n`` when ``have`` is their current ``rows_mark``. The
         summary's ``live`` is read now (``live_now``), its ``ending`` asked now (``Endings.now``); the
-        fingerprint covers both.
+        fingerprint covers both. It is said in the run's language (``run_lang``), else ``lang`` (the
+        panel's), else the one given when made; ``lang`` in the summary says which.
 
         Raises:
             ManifestUnreadable: as ``summarize``; nothing is cached then.
         """
-        files = stamp(root, workspace, run_dir)
+        lang = self.run_lang(run_dir) or lang or self._lang
+        files = f"{stamp(root, workspace, run_dir)}:{lang}"
         live = live_now(run_dir)
-        ending = self._endings.now(run_dir, live=bool(live and live["live"]))
+        ending = self._endings.now(run_dir, live=bool(live and live["live"]), lang=lang)
         tag = f"{files}-{live_mark(live, ending)}"
         if tag == known:
             return tag, None
@@ -373,7 +398,7 @@ class RunCache:
             if hit is not None and hit.tag == tag:
                 self._entries.move_to_end(key)
         if hit is None or hit.tag != files:
-            body, pieces = _summarize(root, workspace, run_dir, self._lang)
+            body, pieces = _summarize(root, workspace, run_dir, lang)
             hit = _Entry(files, self._encode(body), body, pieces)
             with self._lock:
                 self._entries[key] = hit

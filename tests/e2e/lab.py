@@ -57,9 +57,17 @@ def panel_build() -> Path | None:
     return build if (build / "package.json").is_file() else None
 
 
+# JupyterLab's language (Settings > Language) as each of flower's is set: the panel speaks it.
+LOCALES = {"zh": "zh_CN", "en": "en"}
+
+
 @contextlib.contextmanager
-def running_lab(tmp_path: Path, root: Path, env_extra: dict[str, str]) -> Iterator[Lab]:
+def running_lab(tmp_path: Path, root: Path, env_extra: dict[str, str], *, lang: str | None = None) -> Iterator[Lab]:
     """``jupyter lab`` serving ``root`` with auth on, its own settings, data and runtime dirs.
+
+    ``lang`` is JupyterLab's own language (``zh`` needs the language pack jupyterlab-language-pack-zh-CN,
+    a test dependency); None = the server's ``FLOWER_LANG`` when ``env_extra`` sets one, as a person who
+    chose one for flower would for JupyterLab, else JupyterLab's default (English).
 
     The panel it loads is the build beside the flower_magic under test (``panel_build``), put in the
     lab's own data dir, which JupyterLab reads before the environment's: a checkout's or worktree's
@@ -84,6 +92,10 @@ def running_lab(tmp_path: Path, root: Path, env_extra: dict[str, str]) -> Iterat
     notification = tmp_path / "settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
     notification.parent.mkdir(parents=True, exist_ok=True)
     notification.write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    locale = LOCALES[lang or env_extra.get("FLOWER_LANG") or "en"]
+    language = tmp_path / "settings" / "@jupyterlab" / "translation-extension" / "plugin.jupyterlab-settings"
+    language.parent.mkdir(parents=True, exist_ok=True)
+    language.write_text(json.dumps({"locale": locale}))
     log = tmp_path / "lab.log"
     with log.open("wb") as sink:
         proc = subprocess.Popen(

@@ -13,7 +13,7 @@ import pytest
 from flower_magic.core.words import say
 from flower_magic.testing.demo import DEMO_FILE, demo_says
 from tests.e2e.kernel import Kernel
-from tests.e2e.test_lang import STEP_NAMES, foreign
+from tests.e2e.test_lang import foreign, said_steps
 from tests.helpers import no_key_env
 
 pytestmark = pytest.mark.slow
@@ -37,7 +37,7 @@ def test_the_notebook_demo_runs_and_wakes_on_the_same_model(tmp_path: Path, work
     finally:
         kernel.close()
     assert first.status == second.status == "ok", first.text + second.text
-    for step in STEP_NAMES:
+    for step in said_steps(lang):
         assert step in first.text, step
     assert (workspace / DEMO_FILE).is_file()
     assert say("demo_on", lang) in first.text and demo_says(lang, "question") in first.text

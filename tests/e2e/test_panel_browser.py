@@ -21,7 +21,10 @@ from typing import Any
 
 import pytest
 
-from flower_magic.core.words import say
+from flower_magic.core.live import EventLog
+from flower_magic.core.words import say, step_name
+from flower_magic.front.launch import start_record
+from flower_magic.front.options import GoOptions
 from flower_magic.panel.transcript import project_key
 from tests.e2e.contrast import low_contrast
 from tests.e2e.lab import SCREENSHOTS, Lab, chromium_page, running_lab
@@ -175,10 +178,17 @@ def lab_lang() -> str:
 
 
 @pytest.fixture
-def lab(tmp_path: Path, lab_lang: str) -> Iterator[Lab]:
+def lab_ui_lang() -> str | None:
+    """JupyterLab's own language, which the panel speaks; None = as the server's FLOWER_LANG."""
+    return None
+
+
+@pytest.fixture
+def lab(tmp_path: Path, lab_lang: str, lab_ui_lang: str | None) -> Iterator[Lab]:
     root = tmp_path / "root"
     _write_run(root / "demo")
-    with running_lab(tmp_path, root, {"ANTHROPIC_API_KEY": CANARY, "FLOWER_LANG": lab_lang}) as server:
+    env = {"ANTHROPIC_API_KEY": CANARY, "FLOWER_LANG": lab_lang}
+    with running_lab(tmp_path, root, env, lang=lab_ui_lang) as server:
         yield server
 
 
@@ -234,7 +244,6 @@ _SIDEWAYS = """(panel) => {
   const t = p.querySelector('.jp-FlowerPanel-tableWrap');
   return [p.scrollWidth - p.clientWidth, t.scrollWidth - t.clientWidth];
 }"""
-STEP_NAMES = ("确认需求", "设定目标", "干活", "判定")
 # Names a Chinese panel may carry: the product, file and folder names, the step-name suffixes it
 # explains, tool names in the transcript's part labels, a session "id", the command a killed run's ending names.
 NAMES = {"Flower", "flower", "runs", "id", "retryN", "roundN", "N", "Write", "Read", "Bash", "K", "M", "Claude", "Code"}
@@ -245,11 +254,8 @@ def _other_language(page: Any, lang: str) -> list[str]:
     """The lines the panel says that carry words of the language it was not asked to speak."""
     bad = []
     for line in page.evaluate(_SAID, PANEL).splitlines():
-        if lang == "en":
-            rest = line
-            for name in STEP_NAMES:
-                rest = rest.replace(name, "")
-            if re.search(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]", rest):
+        if lang == "en":  # step names included: 干活·判定#1 is "Work · judge #1" (issue 24)
+            if re.search(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]", line):
                 bad.append(line)
             continue
         rest = re.sub(r"\S+\.(?:json|db|md)\b", "", line)
@@ -309,7 +315,7 @@ def test_panel_shows_the_run_follows_new_rows_and_opens_transcripts_without_a_ke
 
     # (b) every manifest row, and the right totals
     assert page.locator(f"{PANEL} .jp-FlowerPanel-where").inner_text() == "demo"
-    assert _rows(page) == [r["step"] for r in ROWS]
+    assert _rows(page) == [step_name(r["step"], "en") for r in ROWS]  # the run says no language: the panel's
     assert _total(page, "step") == "3 steps"
     assert _total(page, "cost") == "$2.00"
     assert _total(page, "turns") == "45"
@@ -324,9 +330,9 @@ def test_panel_shows_the_run_follows_new_rows_and_opens_transcripts_without_a_ke
     # sortable: by cost, descending puts the work step first
     page.click(f"{PANEL} th[data-key='cost']")
     page.click(f"{PANEL} th[data-key='cost']")
-    assert _rows(page)[0] == "干活"
+    assert _rows(page)[0] == step_name("干活", "en")
     page.click(f"{PANEL} th[data-key='index']")
-    assert _rows(page) == [r["step"] for r in ROWS]
+    assert _rows(page) == [step_name(r["step"], "en") for r in ROWS]
 
     # polling: while nothing changes the browser gets 304s with no body (the ETag at work)
     polls: list[Any] = []
@@ -345,7 +351,7 @@ def test_panel_shows_the_run_follows_new_rows_and_opens_transcripts_without_a_ke
         f"document.querySelectorAll('{PANEL} tbody tr.jp-FlowerTable-row').length === {len(ROWS) + 1}",
         timeout=NEW_ROW_DEADLINE_MS,
     )
-    assert _rows(page)[-1] == NEW_ROW["step"]
+    assert _rows(page)[-1] == step_name(NEW_ROW["step"], "en")
     assert _total(page, "cost") == "$2.40"
     assert page.locator(f"{PANEL} tbody tr.jp-mod-failed").count() == 1
     # ...and that poll carried only the new row (the panel held the first three)
@@ -434,8 +440,9 @@ def test_panel_shows_the_run_follows_new_rows_and_opens_transcripts_without_a_ke
 
 
 @pytest.mark.parametrize("lab_lang", ["zh"])
-def test_the_panel_speaks_the_servers_language(lab: Lab, page: Any, lab_lang: str):
-    """Issue 11 (c): with FLOWER_LANG=zh no English word in anything the panel says, names excepted."""
+def test_the_panel_speaks_a_chinese_labs_language(lab: Lab, page: Any, lab_lang: str):
+    """Issue 11 (c): with JupyterLab in Chinese (and FLOWER_LANG=zh) no English word in anything the
+    panel says, names excepted."""
     page.goto(f"{lab.url}/lab/tree/demo/README.md?token={lab.token}")
     page.wait_for_selector("#jp-main-dock-panel .jp-FileEditor", state="visible", timeout=60_000)
     label = page.evaluate("window.jupyterapp.commands.label('flower-magic:open')")
@@ -464,3 +471,32 @@ def test_the_panel_speaks_the_servers_language(lab: Lab, page: Any, lab_lang: st
     page.click(f"{PANEL} .jp-FlowerDetails button[data-session='{SID_RETIRED}']")
     page.locator(f"{PANEL} .jp-FlowerTranscript[data-state='error']").wait_for(state="visible")
     assert _other_language(page, "zh") == []
+
+
+@pytest.mark.parametrize(("lab_lang", "lab_ui_lang"), [("zh", "en")])
+def test_an_english_run_reads_in_english_in_an_english_lab_whatever_the_servers_language(
+    lab: Lab, page: Any, lab_lang: str, lab_ui_lang: str
+):
+    """Issue 24 (4): the panel spoke the server's FLOWER_LANG, not the run's language nor JupyterLab's
+    (an English run in a Chinese panel), and step names (确认需求, 干活·判定#1) were never translated.
+    Here the server says FLOWER_LANG=zh, JupyterLab is in its default language and the run's log says
+    it spoke English: the panel is English throughout, its step names included."""
+    runs = lab.root / "demo" / "runs"
+    # The run's record of its language: the start record the real event log writer puts first.
+    EventLog(runs, start_record(GoOptions(task="draw a five-petal flower logo", lang="en"), "terminal")).close()
+    _append_row_from_another_process(runs / "manifest.json")  # and a judge's row: 干活·判定#1
+    page.goto(f"{lab.url}/lab/tree/demo/README.md?token={lab.token}")
+    page.wait_for_selector("#jp-main-dock-panel .jp-FileEditor", state="visible", timeout=60_000)
+    assert page.evaluate("window.jupyterapp.commands.label('flower-magic:open')") == say("lab_command", "en")
+    page.evaluate("window.jupyterapp.commands.execute('flower-magic:open', {path: 'demo'})")
+    page.wait_for_selector(PANEL, state="visible")
+    _widen_right_sidebar(page, 700)
+    shown = len(ROWS) + 1
+    page.wait_for_function(f"document.querySelectorAll('{PANEL} tbody tr.jp-FlowerTable-row').length === {shown}")
+    assert _rows(page) == ["Clarify", "Set goals", "Work", "Work · judge #1"]
+    assert _total(page, "step") == say("lab_steps", "en", n=shown)
+    page.click(f"{PANEL} tbody tr[data-index='3']")
+    title = page.locator(f"{PANEL} .jp-FlowerDetails-title").inner_text()
+    assert title == say("lab_details_title", "en", n=4, step="干活·判定#1") == "Step 4: Work · judge #1"
+    assert _other_language(page, "en") == []  # the chart's bars, the ending, every label and tooltip
+    _shot(page, "09-panel-english-run-chinese-server")

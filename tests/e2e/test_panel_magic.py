@@ -27,6 +27,7 @@ OUTPUT = ".jp-FlowerPanelOutput"
 CELLS = ["%load_ext flower_magic", "%flower --panel"]
 SUB_STEPS = ["确认需求", "干活"]
 OTHER_STEPS = ["somewhere-else"]
+SHOWN = {"确认需求": "Clarify", "干活": "Work"}  # as an English panel says the steps (issue 24)
 
 
 def _rows(steps: list[str]) -> list[dict[str, Any]]:
@@ -204,7 +205,7 @@ def test_flower_panel_in_a_notebook_opens_the_panel_on_its_folder_once(tmp_path:
         page.wait_for_selector(OUTPUT, state="visible", timeout=60_000)
         page.wait_for_selector(PANEL, state="visible")
         _wait_rows(page, len(SUB_STEPS))
-        assert _panel_state(page) == ("proj/sub", SUB_STEPS)
+        assert _panel_state(page) == ("proj/sub", [SHOWN[step] for step in SUB_STEPS])
         line = page.locator(OUTPUT).inner_text()
         if root_kind == "plain":
             assert line == "Flower panel opened for /proj/sub"
