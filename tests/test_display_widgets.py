@@ -18,7 +18,7 @@ import pytest
 from flower_magic.core.events import Event
 from flower_magic.core.human import ASK_TOOL
 from flower_magic.core.rundir import RunDir, Snapshot
-from flower_magic.core.words import say
+from flower_magic.core.words import say, step_name
 from flower_magic.display import RunView
 from flower_magic.display.ask import AskWidget, tap
 from flower_magic.display.header import Header, header_html, human_window
@@ -379,9 +379,10 @@ def test_without_the_style_block_the_saved_view_still_reads() -> None:
     v.on_step(None, FakeResult())
     v.close(Outcome(Ending.DONE, cost_usd=0.02, manifest="m.json"))
     text = _bare_text(v.bundle()["text/html"])
-    assert f"{say('pill_done', 'en')} " in text and f"{say('hdr_step', 'en', n=3, total=3, name='干活')} " in text
+    work, judged = step_name("干活", "en"), step_name("干活·判定#1", "en")
+    assert f"{say('pill_done', 'en')} " in text and f"{say('hdr_step', 'en', n=3, total=3, name=work)} " in text
     assert f"✓ {say('badge_pass', 'en')} {CHECKS[0]}" in text and f"✗ {say('badge_fail', 'en')} {CHECKS[1]}" in text
-    assert "干活 3/3" in text  # the step's name, then its tail
-    assert f"干活·判定#1 {say('state_not_yet', 'en')} {say('verdict_counts', 'en', passed=1, total=2)}" in text
+    assert f"{work} 3/3" in text  # the step's name, then its tail
+    assert f"{judged} {say('state_not_yet', 'en')} {say('verdict_counts', 'en', passed=1, total=2)}" in text
     assert "Read clean.py" in text  # a tool call's name, then what it was called on
     v.close()
