@@ -229,6 +229,7 @@ def test_terminal_hints_work_as_typed(demo_api: FakeAnthropic, tmp_path: Path) -
     # The stopped clarification: --status says it is unfinished and how to go on, and that continues it.
     status = _flower(demo, keyless, "flower --status").stdout
     assert commands(status.splitlines()[0]) == [after_stop]
+    assert "proceed" not in status and say("tool_stopped", lang) in status  # the stopped question, for a person
     assert after_stop in commands(_last_line(status))
     resumed = _flower(demo, keyless, after_stop)
     assert resumed.returncode == 0, _said(resumed)
