@@ -29,10 +29,10 @@ from flower_magic.core.errors import FlowerError, disk_error, logged
 from flower_magic.core.live import heard_line
 from flower_magic.core.words import pick_lang_or_default, say
 from flower_magic.front.flags import CLI, add_flags, go_options
-from flower_magic.front.launch import Launch, end_on_signals, found_outcome
+from flower_magic.front.launch import Launch, Look, end_on_signals, found_outcome, last_outcome
 from flower_magic.front.options import GoError, GoOptions, NotText, RunDirLink, TaskTooBig, settle_lang
-from flower_magic.front.outcome import Ending, Outcome
-from flower_magic.front.phrases import ending_lines, plain, problem_line, total_line, wake_banner
+from flower_magic.front.outcome import Ending, Outcome, typed, typed_in
+from flower_magic.front.phrases import Line, ending_lines, plain, problem_line, total_line, wake_banner
 from flower_magic.terminal import TerminalView, echo
 from flower_magic.workflow.starter import NEW_CMD, NoTaskError
 
@@ -100,10 +100,19 @@ def _prompt(lang: str, *, waking: bool) -> str:
     return input("> ")
 
 
-def _ask_first(opts: GoOptions, waking: bool) -> None:
-    """No task on the command line: ask on a terminal; elsewhere continue (or explain)."""
+def _ask_first(opts: GoOptions, seen: Look) -> bool:
+    """No task on the command line: on a terminal, show what a plain start would go on with, then ask;
+    elsewhere continue (or explain). Returns whether the wake banner was shown (the run then does not
+    show it again)."""
     if not sys.stdin.isatty():
-        return
+        return False
+    waking = seen.resumable
+    shown = False
+    if waking and not opts.new:  # what "接着上次?" / "continue?" means, before it is asked
+        view = TerminalView(opts.lang)
+        for line in _what_continues(opts, seen):
+            view.line(line)
+        shown = seen.waking
     try:
         said = _prompt(opts.lang, waking=waking and not opts.new).strip()
         if said == NEW_CMD:
@@ -113,13 +122,34 @@ def _ask_first(opts: GoOptions, waking: bool) -> None:
         echo()
         raise SystemExit(say("cancelled", opts.lang)) from None
     if not said and (opts.new or not waking):
-        raise SystemExit(say("empty_ask", opts.lang))
+        raise SystemExit(say("empty_ask", opts.lang, cmd=typed("flower", demo=opts.demo)))
     opts.task = said
     try:
         opts.check()
     except GoError as exc:
         echo(f"flower: error: {exc}", err=True)
         raise SystemExit(2) from None
+    return shown
+
+
+def _what_continues(opts: GoOptions, seen: Look) -> list[Line]:
+    """What a plain start here goes on with: the wake banner (a confirmed brief) and how the last run
+    ended (a clarification cut short included), or the line saying a clarification is unfinished."""
+    from flower_magic.core.words import short_path
+
+    lines: list[Line] = []
+    if seen.waking:
+        lines.append(wake_banner(seen.facts, opts.lang))
+        problem = problem_line(seen.facts, opts.lang)
+        if problem:
+            lines.append(problem)
+    ended = last_outcome(opts.rundir.path)
+    if ended is not None:
+        lines.append([(ended.style, ended.headline(opts.lang))])
+    elif not seen.waking:
+        where = short_path(seen.facts.workspace)
+        lines.append([("dim", say("cut_short", opts.lang, where=where, cmd=typed_in(opts.rundir.path, "flower")))])
+    return lines
 
 
 class _Console:
@@ -248,8 +278,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Before anything heavy is imported and before a byte is written: a missing key is said at once.
         launch.check()
+        shown = False
         if not opts.task and not args.detach:
-            _ask_first(opts, launch.look().resumable)
+            shown = _ask_first(opts, launch.look())
         launch.plan()
     except NoTaskError as exc:  # not a mistake in what was typed: what to type
         echo(str(exc), err=True)
@@ -260,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.detach:
         launch.abandon()
         return _detach(opts)
-    return _run(launch, timeout_given=args.timeout is not None)
+    return _run(launch, timeout_given=args.timeout is not None, banner_shown=shown)
 
 
 def _live_here(opts: GoOptions) -> bool:
@@ -278,7 +309,7 @@ def _to_live_run(opts: GoOptions, *, stop: bool, follow: bool = True) -> int:
     try:
         if stop:
             post(rd.path, "stop", source="terminal", lang=opts.lang)
-            echo(say("live_stop_sent", opts.lang))
+            echo(say("live_stop_sent", opts.lang, cmd=typed_in(rd.path, "flower")))
             return 0
         if opts.task:
             post(rd.path, "remark", text=opts.task, source="terminal", lang=opts.lang)
@@ -343,9 +374,10 @@ def _detach(opts: GoOptions) -> int:
     return 0
 
 
-def _run(launch: Launch, *, timeout_given: bool = False) -> int:
+def _run(launch: Launch, *, timeout_given: bool = False, banner_shown: bool = False) -> int:
     """The run itself, in this terminal. ``timeout_given``: ``--timeout`` was on the command line, so the
-    person already chose how long questions wait (no hint about it)."""
+    person already chose how long questions wait (no hint about it). ``banner_shown``: the wake banner
+    was shown before the question that started it (not again)."""
     opts = launch.opts
     view = TerminalView(opts.lang, verbose=opts.verbose)
     try:  # the lock first: a refused run prints its one line and nothing else
@@ -362,7 +394,7 @@ def _run(launch: Launch, *, timeout_given: bool = False) -> int:
     if opts.demo:
         view.say("dim", say("demo_on", opts.lang))
     seen = launch.look()
-    if seen.waking:
+    if seen.waking and not banner_shown:
         view.line(wake_banner(seen.facts, opts.lang))
         problem = problem_line(seen.facts, opts.lang)
         if problem:

@@ -426,13 +426,15 @@ class FlowerMagics(Magics):
             extra.insert(0, opts.task[:80])
         if extra:
             raise UsageError(say("live_stop_alone", opts.lang, extra=", ".join(extra)))
+        from flower_magic.front.outcome import typed_in
+
         try:
             post(opts.rundir.path, "stop", source="notebook", lang=opts.lang)
         except NotLive:
-            raise UsageError(say("live_no_run", opts.lang)) from None
+            raise UsageError(say("live_no_stop", opts.lang)) from None
         except FlowerError as exc:
             raise UsageError(str(exc)) from None
-        display({"text/plain": say("live_stop_sent", opts.lang)}, raw=True)
+        display({"text/plain": say("live_stop_sent", opts.lang, cmd=typed_in(opts.rundir.path, "%flower"))}, raw=True)
 
     def _to_live(self, opts: GoOptions, state: Any) -> None:
         """A directory whose run is live (``core.live``): words are a remark to it; then follow it.
@@ -668,8 +670,10 @@ def load(ipython: Any) -> None:
         from IPython.display import display
 
         from flower_magic.display import banner_bundle
+        from flower_magic.front.outcome import typed_in
 
-        display(banner_bundle(facts, magics._lang(), hint=True), raw=True)
+        cmd = typed_in(facts.rundir.path, "%flower")  # after a demo run, a plain %flower needs a key
+        display(banner_bundle(facts, magics._lang(), hint=True, cmd=cmd), raw=True)
 
 
 def unload(ipython: Any) -> None:

@@ -565,9 +565,9 @@ def test_the_timeout_hint_is_said_once_and_only_where_it_applies(
 @pytest.mark.parametrize(
     ("args", "lang_env", "message"),
     [
-        ((), None, "要给一句诉求,例如 flower '帮我做一个 X'"),
-        (("--lang", "en"), None, "Say what to do, e.g. flower 'build me an X'"),
-        ((), "en", "Say what to do, e.g. flower 'build me an X'"),
+        ((), None, '要给一句诉求,例如 flower "帮我做一个 X"'),
+        (("--lang", "en"), None, 'Say what to do, e.g. flower "build me an X"'),
+        ((), "en", 'Say what to do, e.g. flower "build me an X"'),
     ],
 )
 def test_no_task_in_a_fresh_directory(

@@ -368,6 +368,29 @@ def test_tool_calls_are_one_line_with_collapsed_details() -> None:
     v.close()
 
 
+# What the Claude Code CLI writes as the result of a tool call stopped while it ran (sdk-notes.md).
+CLI_STOPPED = (
+    "The user doesn't want to proceed with this tool use. The tool use was rejected (eg. if it was a file "
+    "edit, the new_string was NOT written to the file). STOP what you are doing and wait for the user to tell "
+    "you how to proceed. Correction to the text above: this call was stopped while running, not refused before "
+    "it ran."
+)
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_a_call_stopped_while_it_ran_is_said_for_a_person(lang: str) -> None:
+    """Issue 24: a stopped run's story (``--status``), the cell and the terminal showed the CLI's English
+    note to the model ("STOP what you are doing and wait for the user") under the stopped call."""
+    event = Event("tool_result", CLI_STOPPED, payload={"tool_use_id": "t1", "is_error": True})
+    out = io.StringIO()
+    TerminalView(lang, out=out)(event)
+    v = view(lang=lang)
+    v.sink(event)
+    for text in (out.getvalue(), v.bundle()["text/plain"], v.bundle()["text/html"]):
+        assert say("tool_stopped", lang) in text and "proceed" not in text
+    v.close()
+
+
 def test_subagent_thinking_and_system_events_only_when_verbose() -> None:
     events = [
         Event("text", "sub said", payload={"subagent": True}),

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
 
@@ -123,3 +128,19 @@ def test_the_notebook_context_bounds_in_the_readme_are_the_codes() -> None:
     assert f"{nb.PREVIEW_ROWS} rows" in README and f"{nb.PREVIEW_ITEMS} items" in README
     assert f"longer than {nb.PREVIEW_TIMEOUT_S:g} s" in README and f"first {nb.KEYS_SHOWN} keys" in README
     assert all(f"`{name}`" in README for name in nb.TOOL_NAMES)
+
+
+@pytest.mark.slow
+def test_the_testing_example_runs_as_pasted(tmp_path: Path) -> None:
+    """The README's ``FakeAnthropic`` example used ``os`` and ``tmp_dir`` without defining them and ran
+    no workflow (``...``): pasted, it stopped at a NameError. It runs here as it is written, in a process
+    of its own (it sets the environment), with the real Claude Code CLI against the fake."""
+    section = README.split("## Testing your own workflows offline", 1)[1]
+    code = section.split("```python\n", 1)[1].split("\n```", 1)[0]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_"))}
+    env["TMPDIR"] = str(tmp_path)  # its mkdtemp() folder goes with the test's
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "向日葵"

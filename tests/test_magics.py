@@ -191,7 +191,7 @@ def test_a_guessed_folder_is_the_first_line_shown_and_said_once(
     fresh_shell.extension_manager.reload_extension("flower_magic")  # %load_ext in a fresh kernel
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == say("bound_to_start", "zh", folder=short_path(start))
-    assert say("continue_hint", "zh") in lines[1:]  # then the wake banner, as before
+    assert say("continue_hint", "zh", cmd="%flower") in lines[1:]  # then the wake banner, as before
     assert fresh_shell.run_cell("%flower --status").error_in_exec is None
     assert say("bound_to_start", "zh", folder=short_path(start)) not in capsys.readouterr().out
 
@@ -307,13 +307,13 @@ def test_stop_with_no_live_run_is_one_usage_error_and_writes_nothing(
             capsys.readouterr()
             result = shell.run_cell("%flower --stop")
             assert snapshot(workspace) == before
-        assert _one_usage_error(result, capsys) == say("live_no_run", "zh")
+        assert _one_usage_error(result, capsys) == say("live_no_stop", "zh")
         return
     before = snapshot(workspace)
     capsys.readouterr()
     result = shell.run_cell("%flower --stop")
     assert snapshot(workspace) == before
-    assert _one_usage_error(result, capsys) == say("live_no_run", "zh")
+    assert _one_usage_error(result, capsys) == say("live_no_stop", "zh")  # not "nothing to follow"
 
 
 def test_bg_is_checked_as_a_foreground_run_is_and_writes_nothing(
@@ -323,7 +323,7 @@ def test_bg_is_checked_as_a_foreground_run_is_and_writes_nothing(
     capsys.readouterr()
     result = shell.run_cell("%flower --bg")  # nothing to do in a fresh folder
     assert snapshot(workspace) == before
-    assert _one_usage_error(result, capsys) == say("need_ask", "zh")
+    assert _one_usage_error(result, capsys) == say("need_ask", "zh", cmd="%flower")  # the magic's syntax
     # A directory held by a process that is not a live run (no live.json): the runner refuses, as a
     # foreground run would, and the cell says who holds it.
     _waking(workspace)
@@ -349,7 +349,7 @@ def test_stop_and_words_on_a_live_run_go_to_its_inbox(
         _live_json(runs, held.pid)
         capsys.readouterr()
         assert shell.run_cell("%flower --stop").error_in_exec is None
-        assert say("live_stop_sent", "zh") in capsys.readouterr().out
+        assert say("live_stop_sent", "zh", cmd="%flower") in capsys.readouterr().out
         assert [(m["op"], m["from"]) for m in take_inbox(runs)] == [("stop", "notebook")]
         assert shell.run_cell('%flower "顺便支持 Y"').error_in_exec is None
         out = capsys.readouterr().out

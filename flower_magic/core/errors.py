@@ -41,15 +41,20 @@ class UserError(FlowerError):
 
 
 class CredentialsError(UserError, RuntimeError):
-    """No way to reach a model was configured. The message says how to try the offline demo and how to
-    set a key without printing it (``cmd``: ``flower`` in a terminal, ``%flower`` in a notebook)."""
+    """No way to reach a model was configured. The message says how to set a key without printing it
+    and what works without one, as ``cmd`` is typed (``flower`` in a terminal, ``%flower`` in a
+    notebook) in this folder (``folder``): "" (no run yet) the offline demo with a task; ``demo`` (its
+    last run was the demo) ``--demo`` to go on with it; ``real`` (its run is on a real model) the key,
+    then ``cmd`` to go on, and the demo in another folder (here ``--demo "task"`` would be a remark to
+    that run)."""
 
-    def __init__(self, lang: str = "", *, cmd: str = "flower") -> None:
+    def __init__(self, lang: str = "", *, cmd: str = "flower", folder: str = "") -> None:
         from flower_magic.core.words import pick_lang_or_default, say
 
         lang = pick_lang_or_default(lang)
         how = say("set_key_notebook" if cmd.startswith("%") else "set_key_terminal", lang)
-        super().__init__(say("no_credentials", lang, cmd=cmd, how=how))
+        key = {"demo": "no_credentials_demo", "real": "no_credentials_real"}.get(folder, "no_credentials")
+        super().__init__(say(key, lang, cmd=cmd, how=how))
 
 
 class PathError(UserError, OSError):

@@ -37,20 +37,21 @@ def _head(facts: Snapshot, lang: str) -> list[Line]:
     return lines
 
 
-def banner_bundle(facts: Snapshot, lang: str = "zh", *, hint: bool = False) -> dict[str, str]:
+def banner_bundle(facts: Snapshot, lang: str = "zh", *, hint: bool = False, cmd: str = "%flower") -> dict[str, str]:
     """The wake banner (and the problem line when lineage.json was unreadable).
 
     Args:
         facts: what the run dir holds (``front.options.snapshot``).
         lang: ``zh`` or ``en``.
         hint: add the dim line on how to continue (``phrases`` ``continue_hint``).
+        cmd: how that line types the command (``%flower``; ``%flower --demo`` after a demo run).
 
     Returns:
         ``{"text/plain": ..., "text/html": ...}``.
     """
     lines = _head(facts, lang)
     if hint:
-        lines.append([("dim", say("continue_hint", lang))])
+        lines.append([("dim", say("continue_hint", lang, cmd=cmd))])
     return _bundle(lines)
 
 
@@ -105,7 +106,8 @@ def status_bundle(
         rows: ``core.manifest.read_rows(run_dir)``, oldest first; the totals cover all of them.
         lang: ``zh`` or ``en``.
         max_rows: how many of the newest rows the table shows.
-        cmd: how the person runs flower here (``%flower``, ``flower``).
+        cmd: how the person goes on with this run dir's run here (``%flower``, ``flower``, with
+            ``--demo`` after a demo run: ``front.outcome.typed_in``).
         story: the last run's story (``display.story.story``), shown last; empty = none.
 
     Returns:
@@ -115,7 +117,8 @@ def status_bundle(
         lines = _head(facts, lang)
     else:
         where = short_path(facts.workspace)
-        lines = [[("dim", say("fresh", lang, where=where, cmd=cmd))]]
+        # A clarification cut short is not a fresh folder: the next plain start continues it.
+        lines = [[("dim", say("cut_short" if facts.cut_short else "fresh", lang, where=where, cmd=cmd))]]
         problem = problem_line(facts, lang)
         if problem:
             lines.append(problem)
@@ -182,6 +185,7 @@ def status_of(opts: Any, *, cmd: str = "%flower") -> dict[str, str]:
     from flower_magic.core.goal import Goal
     from flower_magic.display.story import story
     from flower_magic.front.options import snapshot
+    from flower_magic.front.outcome import typed_in
     from flower_magic.workflow.judge import check_marks, last_verdict
 
     facts = snapshot(opts.rundir, opts.sessions)
@@ -191,4 +195,5 @@ def status_of(opts: Any, *, cmd: str = "%flower") -> dict[str, str]:
     checks = list(goal.checks) if goal else []
     marks = check_marks(checks, verdict) if verdict is not None else None
     told = story(opts.rundir.path, opts.lang, cmd=cmd)
-    return status_bundle(facts, checks, marks, rows, opts.lang, cmd=cmd, story=told)
+    here = typed_in(opts.rundir.path, cmd)
+    return status_bundle(facts, checks, marks, rows, opts.lang, cmd=here, story=told)

@@ -45,8 +45,8 @@ from typing import TYPE_CHECKING, Any
 from flower_magic.core.errors import FlowerError, UserError, disk_error, logged
 from flower_magic.core.rundir import WORK_STEP, RunDir, Snapshot
 from flower_magic.core.words import say
-from flower_magic.front.options import GoError, GoOptions, model_session, snapshot
-from flower_magic.front.outcome import Ending, Outcome
+from flower_magic.front.options import GoError, GoOptions, model_session, on_demo_model, snapshot
+from flower_magic.front.outcome import Ending, Outcome, typed
 
 if TYPE_CHECKING:
     from flower_magic.core.live import LiveRun
@@ -107,6 +107,7 @@ class Launch:
         self.live: LiveRun | None = None
         self.lock: RunLock | None = None
         self.found: Outcome | None = None  # how the previous run ended, when it left no word (kill -9)
+        self.demo = opts.demo  # on the offline demo model (``--demo`` or the notebooks' demo mode): set by apply
         self.outcome: Outcome | None = None
         self.error: BaseException | None = None  # a bug or a disk error the run ended on
         self._store: Any = None
@@ -152,7 +153,14 @@ class Launch:
         opts = self.opts
         self.check()
         seen = self.look()
-        self.start = plan_start(opts.task, self.rundir, cut_short=seen.resumable, new=opts.new, lang=opts.lang)
+        self.start = plan_start(
+            opts.task,
+            self.rundir,
+            cut_short=seen.resumable,
+            new=opts.new,
+            lang=opts.lang,
+            cmd=typed(self.cmd, demo=opts.demo),
+        )
         self._store = self._open_store(remote_only=True)
         return self.start
 
@@ -223,11 +231,12 @@ class Launch:
         except BaseException:
             self.abandon()
             raise
+        self.demo = on_demo_model(opts)
         try:
             self.found = found_outcome(self.rundir.path, held=True)
             if self.found is not None:
                 record_found(self.rundir, self.found)
-            start = dict(start_record(opts, self.front_end), by=self.by)
+            start = dict(start_record(opts, self.front_end), by=self.by, demo=self.demo)
             if self.found is not None:
                 start["previous"] = self.found.to_record()
             self.live = LiveRun(
@@ -252,7 +261,7 @@ class Launch:
         except BaseException as exc:
             self.error = exc
             why = str(exc) if isinstance(exc, FlowerError) else f"{type(exc).__name__}: {exc}"
-            self._end(Outcome(Ending.FAILED, why=why, demo=opts.demo))
+            self._end(Outcome(Ending.FAILED, why=why, demo=self.demo))
             self._release()
             raise
         if self.starter.archived is not None:
@@ -390,7 +399,7 @@ class Launch:
             cost_usd=float(rt.total_cost()) if rt is not None else 0.0,
             rows=len(getattr(rt, "results", ()) or ()),
             manifest=str(rt.manifest_path) if rt is not None else "",
-            demo=self.opts.demo,
+            demo=self.demo,
             asked=asked,
         )
 
@@ -481,6 +490,15 @@ def found_outcome(run_dir: Path, *, held: bool = False) -> Outcome | None:
         if _is_step(record):
             step = str(record["event"].get("text") or "")[:200]
     return Outcome(Ending.KILLED, step=step, demo=bool(start.get("demo")))
+
+
+def last_outcome(run_dir: Path) -> Outcome | None:
+    """How the run dir's last run ended: its log's end record, else what ``found_outcome`` finds; None
+    when it left no log or still runs."""
+    from flower_magic.core.live import read_log
+
+    ends = [r for r in read_log(run_dir) if r.get("type") == "end"]
+    return Outcome.from_record(ends[0]) if ends else found_outcome(run_dir)
 
 
 def _is_step(record: dict[str, Any]) -> bool:

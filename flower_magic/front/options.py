@@ -273,7 +273,8 @@ class GoOptions:
         and the run dir can be (or are) writable directories, the files and folders flower writes
         there and in ``.flower`` are no symbolic links (``core.rundir``), the files are regular
         files, and (for a run that is not ``--demo``; not for ``--status``) credentials exist. Raises a ``UserError``;
-        ``cmd`` (``flower``, ``%flower``) is how the no-credentials message says to try the demo."""
+        ``cmd`` (``flower``, ``%flower``) is how the no-credentials message says what works without a key
+        in this folder (the demo with a task, ``--demo`` after a demo run, the key for a real one)."""
         rd = self.rundir
         check_dir("workspace", rd.workspace, self.lang)
         check_dir("run dir", rd.path, self.lang)
@@ -283,8 +284,11 @@ class GoOptions:
         choose_store(rd.path, self.sessions, self.lang)  # StoreMismatch: the run dir's sessions live elsewhere
         if run and not self.demo and not has_credentials():
             from flower_magic.core.errors import CredentialsError
+            from flower_magic.core.live import start_of
 
-            raise CredentialsError(self.lang, cmd=cmd)
+            start = start_of(rd.path)
+            folder = "" if start is None and not rd.brief.exists() else "demo" if (start or {}).get("demo") else "real"
+            raise CredentialsError(self.lang, cmd=cmd, folder=folder)
 
     @property
     def max_asks(self) -> int | None:
@@ -314,6 +318,18 @@ def model_session(opts: GoOptions) -> contextlib.AbstractContextManager[Any]:
     if demo is not None and demo.running() is not None:
         demo.speak(opts.lang)
     return contextlib.nullcontext()
+
+
+def on_demo_model(opts: GoOptions) -> bool:
+    """The run goes to the offline demo model: ``--demo``, or the notebooks' demo mode pointed this
+    process at it (``flower_magic.testing.demo.start_demo``). Its log then says so, and every way to go
+    on with it is said with ``--demo``: without a key a plain ``%flower`` is refused after a restart."""
+    import sys
+
+    if opts.demo:
+        return True
+    demo = sys.modules.get("flower_magic.testing.demo")
+    return demo is not None and bool(demo.pointed_here())
 
 
 def snapshot(rundir: RunDir, sessions: str = "") -> Snapshot:

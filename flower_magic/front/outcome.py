@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from flower_magic.core.words import say
@@ -89,7 +90,7 @@ class Outcome:
 
     def typed(self, cmd: str) -> str:
         """``cmd`` as the way to continue types it: with ``--demo`` after a demo run."""
-        return f"{cmd} --demo" if self.demo else cmd
+        return typed(cmd, demo=self.demo)
 
     def next_step(self, lang: str, cmd: str) -> str:
         """How to continue, as ``cmd`` (``%flower``, ``flower``) is typed in the front end that says it."""
@@ -136,3 +137,22 @@ class Outcome:
             demo=bool(record.get("demo")),
             asked=bool(record.get("asked")),
         )
+
+
+def typed(cmd: str, *, demo: bool) -> str:
+    """``cmd`` (``%flower``, ``flower``) as a person types it to go on with a run: with ``--demo`` when
+    that run is on the offline demo model (without a key, a plain ``cmd`` is refused there)."""
+    return f"{cmd} --demo" if demo else cmd
+
+
+def was_demo(run_dir: Path) -> bool:
+    """The last run of ``run_dir`` was on the offline demo model, as its event log's start record says
+    (False when there is none)."""
+    from flower_magic.core.live import start_of
+
+    return bool((start_of(run_dir) or {}).get("demo"))
+
+
+def typed_in(run_dir: Path, cmd: str) -> str:
+    """``cmd`` as going on with ``run_dir``'s last run is typed (``typed``, its demo-ness from its log)."""
+    return typed(cmd, demo=was_demo(run_dir))

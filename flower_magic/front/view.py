@@ -23,6 +23,7 @@ from flower_magic.core.events import Event
 from flower_magic.core.human import ASK_TOOL
 from flower_magic.core.words import say
 from flower_magic.front.phrases import Line, ask_state_line, handoff_block, round_header, step_header
+from flower_magic.stores.prune import stopped_while_running
 
 Clip = Callable[[str, int], str]
 
@@ -92,7 +93,10 @@ def shown(ev: Event, *, lang: str, verbose: bool, width: int, clip: Clip) -> Sho
     if kind == "tool_result":
         is_error = bool(p.get("is_error"))
         key = str(p.get("tool_use_id")) if p.get("tool_use_id") is not None else None
-        lines = [[("bad" if is_error else "dim", "  -> " + clip(ev.text, TOOL_CHARS))]] if is_error or verbose else []
+        said = clip(ev.text, TOOL_CHARS)
+        if is_error and stopped_while_running(ev.text):  # the CLI's note to the model: say it for a person
+            said = say("tool_stopped", lang)
+        lines = [[("bad" if is_error else "dim", "  -> " + said)]] if is_error or verbose else []
         return Shown(lines, "tool_result", sub, key=key, payload={"text": ev.text})
     if kind == "retry":
         return Shown([[("warn", "~ " + clip(ev.text, NOTE_CHARS))]], "retry")

@@ -109,7 +109,12 @@ def _is_interrupted_result(entry: Entry, block: dict[str, Any]) -> bool:
         return False
     if entry.get("toolUseResult") == INTERRUPTED_TOOL_RESULT:
         return True
-    text = _text_of(block.get("content"))
+    return stopped_while_running(_text_of(block.get("content")))
+
+
+def stopped_while_running(text: str) -> bool:
+    """``text`` is what the CLI writes as the result of a tool call stopped while it ran (an interrupt):
+    words for the model (to stop and wait), not for a person."""
     return any(marker in text for marker in INTERRUPTED_MARKERS)
 
 

@@ -63,6 +63,15 @@ def _task(req: Request) -> str:
     return (lines[-1] if lines else "the task")[:200]
 
 
+def _asked_for(req: Request) -> str:
+    """What the worker is asked to do: the goal of the brief its first prompt carries (the first
+    ``## 目标`` section; the goal setter's own, further down, names the demo's file), else ``_task``."""
+    said = req.first_user_text.split(_NOTEBOOK_BLOCK, 1)[0]
+    match = re.search(r"^## 目标[ \t]*\n(.*?)(?=^## |\Z)", said, re.M | re.S)
+    found = " ".join(ln.strip() for ln in match.group(1).splitlines() if ln.strip()) if match else ""
+    return found[:200] or _task(req)
+
+
 def _workspace(req: Request) -> str:
     # The rest of the line: a workspace may have spaces in its name ("数据 清洗 🌻 with spaces").
     pattern = r"(?:Primary working directory|Working directory|cwd):[ \t]*([^\r\n]+)"
@@ -141,7 +150,7 @@ def demo_model(req: Request, lang: str = "") -> Reply:
         return _generic(req, lang)
     if not _answered(req):
         path = os.path.join(_workspace(req), DEMO_FILE)
-        body = says["body"].format(task=task)
+        body = says["body"].format(task=_asked_for(req))
         return tool_use("Write", {"file_path": path, "content": body}, say=says["writing"])
     return text(says["wrote"].format(file=DEMO_FILE))
 
@@ -183,6 +192,13 @@ def _serve(lang: str) -> FakeAnthropic:
         api = _served
     speak(lang)
     return api
+
+
+def pointed_here() -> bool:
+    """This process's environment points at its running demo server (the notebooks' demo mode, or a
+    ``--demo`` run under way)."""
+    api = running()
+    return api is not None and os.environ.get("ANTHROPIC_BASE_URL") == api.url
 
 
 def speak(lang: str) -> None:

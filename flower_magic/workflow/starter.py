@@ -208,7 +208,9 @@ class StartPlan:
     save_task: bool
 
 
-def plan_start(ask: str, rundir: RunDir, *, cut_short: bool, new: bool = False, lang: str = "zh") -> StartPlan:
+def plan_start(
+    ask: str, rundir: RunDir, *, cut_short: bool, new: bool = False, lang: str = "zh", cmd: str = "flower"
+) -> StartPlan:
     """Decide what a start with ``ask`` does in ``rundir``. Reads only.
 
     Args:
@@ -216,6 +218,8 @@ def plan_start(ask: str, rundir: RunDir, *, cut_short: bool, new: bool = False, 
         cut_short: a clarification was cut short here (``Snapshot.cut_short``, which the caller has
             already read: it asks the run's store).
         new: archive the previous brief, goals and lineage first, then start fresh.
+        cmd: how the person starts a run where they are (``flower``, ``%flower --demo`` ...): the
+            ``NoTaskError`` says to type it with a request.
 
     Raises:
         NoTaskError: ``ask`` is empty and there is nothing to continue (no confirmed brief, no
@@ -229,7 +233,7 @@ def plan_start(ask: str, rundir: RunDir, *, cut_short: bool, new: bool = False, 
         earlier = "" if new else rundir.saved_task()
         ask = f"{earlier}\n\n{ask}" if ask and earlier and ask not in earlier else ask or earlier
     if not waking and not ask and (new or not cut_short):
-        raise NoTaskError(say("need_ask", lang))
+        raise NoTaskError(say("need_ask", lang, cmd=cmd))
     said = ask if waking else ""
     brief_text = (read_note(rundir.brief) or "") if waking else ""
     return StartPlan(

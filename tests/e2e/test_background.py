@@ -204,7 +204,7 @@ def test_a_background_run_outlives_the_kernel_and_takes_answers_words_and_a_stop
     assert _session_of(told) in ("", sid)
     wait_until(lambda: running_in(workspace, "time.sleep(121)"), "the tool after the words")
     stop = kernel.run("%flower --stop")
-    assert stop.status == "ok" and say("live_stop_sent", "zh") in stop.text, stop.text
+    assert stop.status == "ok" and say("live_stop_sent", "zh", cmd="%flower") in stop.text, stop.text
     wait_until(lambda: _rows(workspace)[-1].get("error") == "interrupted-by-human", "the interrupted row")
     assert _rows(workspace)[-1]["session_id"] == sid and _work_session(workspace) == sid
     shown = kernel.display_id(third)
