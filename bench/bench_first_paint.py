@@ -14,7 +14,7 @@
 Stdin is allowed, as in JupyterLab (the widget view). flower_magic's bytecode is compiled first, as
 an install does. Prints numbers; asserts nothing about time.
 
-    python bench/bench_first_paint.py [--repeat 3]
+    python bench/bench_first_paint.py [--repeat 3] [--only paint,bg,detach]
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ TASK = "write a short note about CSV cleaning"
 RUN = f'%flower --demo --timeout 0 "{TASK}"'
 TYPING_S = 3.0
 # The installed command itself (not a version manager's shim in front of it, which adds its own time).
-FLOWER = str(Path(sys.executable).with_name("flower")) if Path(sys.executable).with_name("flower").exists() else "flower"
+_INSTALLED = Path(sys.executable).with_name("flower")
+FLOWER = str(_INSTALLED) if _INSTALLED.exists() else "flower"
 
 
 def _env(home: Path, ws: Path) -> dict[str, str]:
@@ -199,15 +200,20 @@ def _line(label: str, times: list[float], target_s: float) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--only", default="paint,bg,detach", help="which parts, comma-separated")
     args = parser.parse_args()
+    parts = set(args.only.split(","))
     base = Path(tempfile.mkdtemp(prefix="bench-paint-"))
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "flower_magic")], check=True)
     (base / "home").mkdir()
-    for label, times in first_paint(base, args.repeat).items():
-        _line(f"first paint, {label}", times, 0.3)
-    for label, times in bg(base, args.repeat).items():
-        _line(f"{label}: the cell returned", times, 1.0)
-    _line("flower --detach returned", detach(base, args.repeat), 1.0)
+    if "paint" in parts:
+        for label, times in first_paint(base, args.repeat).items():
+            _line(f"first paint, {label}", times, 0.3)
+    if "bg" in parts:
+        for label, times in bg(base, args.repeat).items():
+            _line(f"{label}: the cell returned", times, 1.0)
+    if "detach" in parts:
+        _line("flower --detach returned", detach(base, args.repeat), 1.0)
 
 
 if __name__ == "__main__":

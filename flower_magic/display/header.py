@@ -22,6 +22,7 @@ STATUS_KEYS = {
     "done": "run_done",
     "stopped": "run_failed",
     "failed": "run_failed",
+    "let_go": "run_let_go",
 }
 BADGE_KEYS = {PASS: "badge_pass", FAIL: "badge_fail", PENDING: "badge_pending", UNVERIFIABLE: "badge_unverifiable"}
 BADGE_MARKS = {PASS: "✓", FAIL: "✗", PENDING: "·", UNVERIFIABLE: "!"}
@@ -35,7 +36,8 @@ class Header:
 
     Attributes:
         status: ``running``, ``asking`` (a question waits), ``done``, ``stopped`` (an ending a person
-            chose or can act on: interrupted, stopped, goals not reached) or ``failed``.
+            chose or can act on: interrupted, stopped, goals not reached), ``failed`` or ``let_go`` (the
+            view stopped following a run that goes on elsewhere: its kernel went).
         ending: once ended, how (``front.outcome.Ending``'s value): the pill says it (``pill_<ending>``).
         step, index, total: the newest step's name and its n/N (0/0 before any step).
         steps_done: steps that ended.
@@ -43,6 +45,7 @@ class Header:
         elapsed_s, cost: time and money so far.
         context: the running step's main-session context in tokens; context_step names that step.
         window: the model's context window in tokens (0: unknown, no bar).
+        waiting: what the run waits for before its first event ("starting the agent…"), "" after.
     """
 
     status: str
@@ -58,6 +61,7 @@ class Header:
     context: int = 0
     context_step: str = ""
     window: int = 0
+    waiting: str = ""
 
     @property
     def context_share(self) -> float:
@@ -117,6 +121,8 @@ def header_html(h: Header, lang: str) -> str:
     status = h.status if h.status in STATUS_KEYS else "running"
     pill = say(f"pill_{h.ending}", lang) if h.ending else say(STATUS_KEYS[status], lang)
     items = [f'<span class="fm-chip fm-st-{status}">{html.esc(pill)}</span>']
+    if h.waiting:
+        items.append(f'<span class="fm-hitem fm-wait">{html.esc(h.waiting)}</span>')
     if h.step:
         step = say("hdr_step", lang, n=h.index, total=h.total, name=h.step) if h.total else h.step
         items.append(f'<span class="fm-hitem fm-hstep">{_steps_bar(h)}<span>{html.esc(step)}</span></span>')
