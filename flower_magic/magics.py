@@ -498,15 +498,25 @@ class FlowerMagics(Magics):
         """``%flower --bg``: planned here as a foreground run is (a mistake writes nothing), then started
         in a runner process (``flower_magic.runner``) and followed here; the cell returns as soon as the
         runner holds the run (its pid said), before it has imported the SDK."""
-        from flower_magic.runner import spawn
+        from flower_magic.runner import prepare
 
-        self._plan(opts).abandon()
+        try:  # first: it imports the engine in its own process while this kernel checks
+            starting = prepare(opts)
+        except FlowerError:
+            starting = None  # the plan below says why, if it is a mistake (a workspace that is no folder)
         try:
-            starting = spawn(opts, front_end="notebook")
+            self._plan(opts).abandon()
+        except BaseException:
+            if starting is not None:
+                starting.cancel()
+            raise
+        try:
+            starting = starting or prepare(opts)
         except FlowerError as exc:
             raise UsageError(str(exc)) from None
+        starting.begin(opts, front_end="notebook")
         with logged(log, "importing the view while the runner starts"):
-            importlib.import_module("flower_magic.display.widgets")  # the other process starts meanwhile
+            importlib.import_module("flower_magic.display.widgets")
         try:
             pid = starting.wait()
         except FlowerError as exc:

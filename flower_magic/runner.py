@@ -1,7 +1,8 @@
 """A run that is not the kernel: the workflow in a process of its own, followed through its run dir.
 
-``%flower --bg "task"`` and ``flower --detach "task"`` call ``start`` (or ``spawn`` and later
-``Starting.wait``): it starts ``python -m flower_magic.runner`` detached from the caller (its own
+``%flower --bg "task"`` and ``flower --detach "task"`` call ``start`` (or ``prepare`` before their
+own checks, then ``Starting.begin`` / ``cancel`` and ``wait``: the runner imports the engine
+meanwhile): it starts ``python -m flower_magic.runner`` detached from the caller (its own
 session on POSIX, its own process group and no console on Windows, outside the caller's job), hands
 it the checked options on stdin and waits for one line: ``ready <pid>`` once the runner holds the run
 dir's lock and has begun its event log (``Launch.hold``, before the SDK is imported: the caller
@@ -64,17 +65,20 @@ def _env() -> dict[str, str]:
 
 def start(opts: GoOptions, *, front_end: str) -> int:
     """Start a background run of ``opts`` (checked and preflighted); returns the runner's pid once it
-    holds the run dir's lock and has begun its log (``spawn(...).wait()``).
+    holds the run dir's lock and has begun its log (``prepare``, ``begin``, ``wait``).
 
     Raises:
         UserError: the runner could not start (its own one-line reason, e.g. the run dir is busy).
     """
-    return spawn(opts, front_end=front_end).wait()
+    starting = prepare(opts)
+    starting.begin(opts, front_end=front_end)
+    return starting.wait()
 
 
 class Starting:
-    """A runner started, not yet heard from: ``wait`` for its ``ready`` (the caller may do its own
-    preparation meanwhile; the runner is another process)."""
+    """A runner process started before its run is decided: it imports the engine while the caller
+    still checks (``plan``), then ``begin`` hands it the checked options and ``wait`` returns its pid
+    once it said ``ready``; ``cancel`` sends it away with nothing written (a mistake was found)."""
 
     def __init__(self, child: subprocess.Popen[bytes], lang: str) -> None:
         self.child, self.lang = child, lang
@@ -90,6 +94,35 @@ class Starting:
             if line.startswith(READY + " ") or line.startswith("error "):
                 break
         self._done.set()
+
+    def begin(self, opts: GoOptions, *, front_end: str) -> None:
+        """Hand the runner the checked options of its run (``front_end``: who started it)."""
+        stdin = self.child.stdin
+        assert stdin is not None
+        with contextlib.suppress(OSError):
+            stdin.write(_spec(opts, front_end))
+        with contextlib.suppress(OSError):
+            stdin.close()
+
+    def cancel(self) -> None:
+        """No run after all: the runner reads no options and leaves, writing nothing. Never raises."""
+        child = self.child
+        with contextlib.suppress(OSError):
+            if child.stdin is not None:
+                child.stdin.close()
+
+        def reap() -> None:
+            try:
+                child.wait(timeout=START_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+            self._done.wait(1.0)
+            with contextlib.suppress(OSError):
+                if child.stdout is not None:
+                    child.stdout.close()
+
+        threading.Thread(target=reap, name="flower-runner-cancel", daemon=True).start()
 
     def wait(self) -> int:
         """The runner's pid once it said ``ready``.
@@ -116,11 +149,12 @@ class Starting:
         raise UserError(why)
 
 
-def spawn(opts: GoOptions, *, front_end: str) -> Starting:
-    """Start the runner for ``opts`` and hand it the options; ``wait()`` on the result for its pid.
+def prepare(opts: GoOptions) -> Starting:
+    """Start a runner process for a run of ``opts`` (checked; not yet planned): it begins importing the
+    engine at once, in parallel with the caller's own checks; ``begin`` or ``cancel`` it after them.
 
     Raises:
-        UserError: the runner's process could not be made (the OS refused).
+        UserError: the process could not be made (the OS refused).
     """
     argv = [sys.executable, "-m", "flower_magic.runner"]
     kw = _detached()
@@ -141,10 +175,6 @@ def spawn(opts: GoOptions, *, front_end: str) -> Starting:
         else:
             raise UserError(say("runner_failed", opts.lang, why=str(exc))) from None
     assert child.stdin is not None and child.stdout is not None
-    with contextlib.suppress(OSError):
-        child.stdin.write(_spec(opts, front_end))
-    with contextlib.suppress(OSError):
-        child.stdin.close()
     return Starting(child, opts.lang)
 
 
@@ -177,10 +207,16 @@ def _options(spec: dict[str, Any]) -> GoOptions:
 
 
 def main() -> int:
+    # What planning needs, imported while the caller still checks (it sends the options after).
+    import flower_magic.stores.backend
+    import flower_magic.workflow.starter  # noqa: F401
     from flower_magic.front.launch import Launch, end_on_signals
 
+    said = sys.stdin.read()
+    if not said.strip():
+        return 0  # the caller found a mistake and sent nothing (``Starting.cancel``): nothing to do
     try:
-        spec = json.loads(sys.stdin.read())
+        spec = json.loads(said)
         opts = _options(spec)
         launch = Launch(opts, front_end="background", by=str(spec.get("front_end") or ""))
         launch.plan()
