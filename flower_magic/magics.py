@@ -25,8 +25,14 @@ Guarantees:
     - A run in a cell keeps its event log, live state and inbox (``core.live.LiveRun``) from the moment
       it holds the lock; its end record is written before the lock is released, so a follower sees
       the end, not a vanished process.
+    - A run's header is the cell's first output, shown once the run holds its lock and before the
+      Claude Agent SDK is imported (seconds in a fresh kernel), saying it waits for the agent to start.
     - ``--bg`` is checked as a cell run is (a mistake writes nothing), then runs in a runner process
-      (``flower_magic.runner``) that no kernel restart stops; the cell follows it and returns at once.
+      (``flower_magic.runner``) that no kernel restart stops; the cell follows it and returns as soon
+      as the runner holds the run (its pid said), before the runner has imported the SDK.
+    - ``%load_ext`` in a directory whose run is live (a background run that outlived a restart) names
+      it, the question it waits on, and how to follow and answer it; when the kernel shuts down or
+      restarts, cells following a run are left static, saying that it goes on and how to follow it.
     - A directory whose run is live (its process holds the lock) is never run twice: ``%flower``
       follows it (``display.attach``), words are a remark to it, ``--stop`` stops it, ``--new`` is
       refused; talking to it only writes a message into its inbox.
