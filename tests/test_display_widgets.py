@@ -140,7 +140,7 @@ def test_a_view_let_go_is_static_keeps_its_question_and_says_how_to_go_on() -> N
     assert set(final) == {"text/html", "text/plain"}  # nothing that needs the kernel's widgets
     assert say("question", "en", question="Which format?") in final["text/plain"] and gone in final["text/plain"]
     assert v.state.header().status == "let_go" and say("run_let_go", "en") in final["text/html"]
-    assert v._widgets._asks == {} and v._widgets.root.comm is None  # every model closed
+    assert v._widgets._asks == {}  # the card is closed (the rest stays: a dropped update leaves no blank)
     v.close(Outcome(Ending.DONE))  # a later close changes nothing
     assert v.bundle()["text/plain"] == final["text/plain"]
 
@@ -155,6 +155,27 @@ def test_a_question_card_says_what_to_do_once_its_kernel_is_gone() -> None:
     assert ".fm-ask.jupyter-widgets-disconnected .fm-ask-gone{display:block}" in STYLE
     assert ".fm-ask.jupyter-widgets-disconnected .fm-ask-row{pointer-events:none" in STYLE
     card.close()
+
+
+def test_the_live_header_says_once_disconnected_that_the_view_no_longer_changes() -> None:
+    """A restart in JupyterLab drops what the going kernel says last, so the view stayed with a live
+    pill ("waiting for you") and dead parts (issue 24, 7): the live header carries, hidden, a pill and
+    a line that the style shows in place of the live pill once the widgets are disconnected; the
+    static view (a saved notebook, nbconvert, GitHub, which drops the style) does not carry them."""
+    from flower_magic.display.html import STYLE
+
+    v = view(lang="en")
+    v.sink(step("确认需求", 1))
+    v._render()
+    assert v._widgets is not None
+    live = v._widgets.header.value
+    assert f'class="fm-chip fm-gone">{say("run_let_go", "en")}<' in live and say("view_gone", "en") in live
+    static = v.bundle()["text/html"]
+    assert say("view_gone", "en") not in static and "fm-gone" not in static.split("</style>")[-1]
+    assert ".flower-magic .fm-gone{display:none}" in STYLE
+    assert ".jupyter-widgets-disconnected .fm-header .fm-gone{display:inline-flex}" in STYLE
+    assert ".jupyter-widgets-disconnected .fm-header .fm-chip{display:none}" in STYLE
+    v.close()
 
 
 def test_a_header_without_a_window_shows_no_bar() -> None:

@@ -116,11 +116,20 @@ def _context(h: Header, lang: str) -> str:
     return f'<span class="fm-hitem fm-ctx" title="{tip}">{bar}<span>{html.esc(words)}</span></span>'
 
 
-def header_html(h: Header, lang: str) -> str:
-    """The header as one escaped ``<div class="fm-header">``."""
+def header_html(h: Header, lang: str, *, live: bool = False) -> str:
+    """The header as one escaped ``<div class="fm-header">``.
+
+    Args:
+        live: the live widget's header: it also carries, hidden, what it says once the frontend marks
+            it disconnected (its kernel went): a pill and a line in place of the live pill, which would
+            go on saying "running" or "waiting for you" (``html.STYLE`` shows them then).
+    """
     status = h.status if h.status in STATUS_KEYS else "running"
     pill = say(f"pill_{h.ending}", lang) if h.ending else say(STATUS_KEYS[status], lang)
     items = [f'<span class="fm-chip fm-st-{status}">{html.esc(pill)}</span>']
+    if live:
+        items.append(f'<span class="fm-chip fm-gone">{html.esc(say("run_let_go", lang))}</span>')
+        items.append(f'<span class="fm-hitem fm-gone fm-gone-words">{html.esc(say("view_gone", lang))}</span>')
     if h.waiting:
         items.append(f'<span class="fm-hitem fm-wait">{html.esc(h.waiting)}</span>')
     if h.step:

@@ -118,8 +118,15 @@ STYLE = (
     ".flower-magic .fm-ask-q{font-weight:bold;white-space:pre-wrap;overflow-wrap:anywhere}"
     ".flower-magic .fm-ask-row{gap:6px;margin-top:.4em}"
     ".flower-magic .fm-ask .widget-button{width:auto;max-width:100%}"
-    # A question card whose kernel went (the frontend marks its widgets disconnected): its buttons and
-    # box reach nobody, so they look it and take no click, and the card says what to do instead.
+    # A live view whose kernel went (the frontend marks its widgets disconnected, and ignores what the
+    # going kernel said last): one pill and line of ours say so instead of ipywidgets' icon on every
+    # part; the question card's buttons reach nobody, so they look it and take no click, and the card
+    # says what to do instead.
+    ".flower-magic.jupyter-widgets-disconnected::before,.flower-magic .jupyter-widgets-disconnected::before"
+    "{content:none}"
+    ".flower-magic .fm-gone{display:none}"
+    ".flower-magic .jupyter-widgets-disconnected .fm-header .fm-chip{display:none}"
+    ".flower-magic .jupyter-widgets-disconnected .fm-header .fm-gone{display:inline-flex}"
     ".flower-magic .fm-ask-gone{display:none}"
     ".flower-magic .fm-ask.jupyter-widgets-disconnected .fm-ask-gone{display:block}"
     ".flower-magic .fm-ask.jupyter-widgets-disconnected .fm-ask-row{pointer-events:none;opacity:.4}"

@@ -256,11 +256,13 @@ class RunView:
     def let_go(self, lines: Sequence[Line]) -> None:
         """Stop showing a run that goes on without this view (the kernel is going): the view is left
         static, as it stands, with ``lines`` (the run goes on, how to follow it again) at its end and no
-        question card, whose buttons would reach nobody once the kernel is gone."""
+        question card, whose buttons would reach nobody once the kernel is gone. The other widgets are
+        not closed: a frontend that took the closing of their models but not the static update (it
+        may drop either as the kernel goes) would show an empty cell rather than a stale view."""
         if not self._closing():
             return
         self.state.let_go(lines)
-        self._final()
+        self._final(close_widgets=False)
 
     def _closing(self) -> bool:
         """The first call of ``close`` / ``let_go``: the render thread is stopped. False after."""
@@ -273,7 +275,7 @@ class RunView:
             self._thread.join(timeout=5)
         return True
 
-    def _final(self) -> None:
+    def _final(self, *, close_widgets: bool = True) -> None:
         if self._terminal is not None:
             self._terminal.say("", "")
             for line in self.state.closing:
@@ -283,7 +285,7 @@ class RunView:
         if self._handle is not None:
             with logged(log, "close"):
                 self._handle.update(self.bundle(), raw=True)
-        if self._widgets is not None:
+        if self._widgets is not None and close_widgets:
             self._widgets.close()
 
     # -- rendering --------------------------------------------------------------------------------------

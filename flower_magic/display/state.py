@@ -475,8 +475,8 @@ class RunState:
     def head_html(self) -> str:
         return html.lines_html(self.head)
 
-    def header_html(self, now: float | None = None) -> str:
-        return header_html(self.header(now), self.lang)
+    def header_html(self, now: float | None = None, *, live: bool = False) -> str:
+        return header_html(self.header(now), self.lang, live=live)
 
     def goals_html(self) -> str:
         if not self.goals:
