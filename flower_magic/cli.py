@@ -275,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.stop or args.attach or (_live_here(opts) and not opts.new):
         return _to_live_run(opts, stop=args.stop, follow=not args.detach)
     launch = Launch(opts, front_end="terminal")
+    starting = _prepare_runner(opts) if args.detach else None
     try:
         # Before anything heavy is imported and before a byte is written: a missing key is said at once.
         launch.check()
@@ -283,15 +284,33 @@ def main(argv: list[str] | None = None) -> int:
             shown = _ask_first(opts, launch.look())
         launch.plan()
     except NoTaskError as exc:  # not a mistake in what was typed: what to type
+        _cancel(starting)
         echo(str(exc), err=True)
         return 1
     except FlowerError as exc:
+        _cancel(starting)
         echo(f"flower: {exc}", err=True)
         return 1
     if args.detach:
         launch.abandon()
-        return _detach(opts)
+        return _detach(opts, starting)
     return _run(launch, timeout_given=args.timeout is not None, banner_shown=shown)
+
+
+def _prepare_runner(opts: GoOptions) -> Any:
+    """``--detach``: the runner's process, started before the checks so it imports the engine meanwhile
+    (``runner.prepare``); None when it cannot be made now (``_detach`` says why, after the checks)."""
+    from flower_magic.runner import prepare
+
+    try:
+        return prepare(opts)
+    except FlowerError:
+        return None
+
+
+def _cancel(starting: Any) -> None:
+    if starting is not None:
+        starting.cancel()
 
 
 def _live_here(opts: GoOptions) -> bool:
@@ -361,12 +380,15 @@ def _attach(opts: GoOptions) -> int:
     return outcome.exit_code
 
 
-def _detach(opts: GoOptions) -> int:
-    """``flower --detach``: start the run (planned here: a mistake is said here) in the background and return."""
-    from flower_magic.runner import start
+def _detach(opts: GoOptions, starting: Any = None) -> int:
+    """``flower --detach``: start the run (planned here: a mistake is said here) in the background and
+    return once the runner holds it (``starting``: its process, made before the checks)."""
+    from flower_magic.runner import prepare
 
     try:
-        pid = start(opts, front_end="terminal")
+        starting = starting or prepare(opts)
+        starting.begin(opts, front_end="terminal")
+        pid = starting.wait()
     except FlowerError as exc:
         echo(f"flower: {exc}", err=True)
         return 1

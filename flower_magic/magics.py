@@ -25,8 +25,14 @@ Guarantees:
     - A run in a cell keeps its event log, live state and inbox (``core.live.LiveRun``) from the moment
       it holds the lock; its end record is written before the lock is released, so a follower sees
       the end, not a vanished process.
+    - A run's header is the cell's first output, shown once the run holds its lock and before the
+      Claude Agent SDK is imported (seconds in a fresh kernel), saying it waits for the agent to start.
     - ``--bg`` is checked as a cell run is (a mistake writes nothing), then runs in a runner process
-      (``flower_magic.runner``) that no kernel restart stops; the cell follows it and returns at once.
+      (``flower_magic.runner``) that no kernel restart stops; the cell follows it and returns as soon
+      as the runner holds the run (its pid said), before the runner has imported the SDK.
+    - ``%load_ext`` in a directory whose run is live (a background run that outlived a restart) names
+      it, the question it waits on, and how to follow and answer it; when the kernel shuts down or
+      restarts, cells following a run are left static, saying that it goes on and how to follow it.
     - A directory whose run is live (its process holds the lock) is never run twice: ``%flower``
       follows it (``display.attach``), words are a remark to it, ``--stop`` stops it, ``--new`` is
       refused; talking to it only writes a message into its inbox.
@@ -40,6 +46,7 @@ import contextlib
 import importlib
 import logging
 import os
+import sys
 import threading
 import time
 import weakref
@@ -69,17 +76,46 @@ WIND_DOWN_S = 30.0  # after an Interrupt: how long to wait for the agent to stop
 SHUTDOWN_FOLLOWS_S = 0.2
 _LIVE_LAUNCHES: weakref.WeakSet[Any] = weakref.WeakSet()  # runs of this kernel, for a shutdown to end
 
-# The Claude Agent SDK takes seconds to import (it brings mcp, jsonschema and pydantic's models), and
-# the first %flower would wait for it. %load_ext starts that import in the background, so a %flower
-# typed a few seconds later finds it done; %load_ext itself stays as quick as before.
+# The Claude Agent SDK takes seconds to import (it brings mcp, jsonschema and pydantic's models). A
+# %flower cell shows its header first and waits for the SDK after (``_warmed``); %load_ext starts that
+# import in the background, so a %flower typed a few seconds later finds it done or under way, and
+# %load_ext itself stays as quick as before. What the cell needs before its header comes first
+# (PAINT_MODULES, a fraction of a second), so the header never waits behind the SDK.
+PAINT_MODULES = (
+    "ipywidgets",
+    "flower_magic.display",
+    "flower_magic.display.widgets",
+    "flower_magic.display.attach",
+    "flower_magic.core.goal",
+    "flower_magic.core.handoff",
+    "flower_magic.stores.backend",
+    "flower_magic.workflow.starter",
+    "flower_magic.front.launch",
+    "flower_magic.kernel",
+    "flower_magic.core.notebook",
+)
 WARM_MODULES = ("claude_agent_sdk",)
+PAINT_WAIT_S = 5.0  # the longest a cell waits for PAINT_MODULES imported by the warm-up (a slow disk)
 _warming: threading.Thread | None = None
+_painted = threading.Event()  # PAINT_MODULES are imported
 
 
 def _warm_up() -> None:
+    for name in PAINT_MODULES:
+        with logged(log, f"importing {name} ahead of the first run"):
+            importlib.import_module(name)
+    _painted.set()
     for name in WARM_MODULES:
         with logged(log, f"importing {name} ahead of the first run"):
             importlib.import_module(name)
+
+
+def _paint_ready() -> None:
+    """Before a cell imports what its view needs: if the warm-up is importing those same modules, let it
+    finish them (a fraction of a second) rather than import them from two threads at once, where a
+    module caught half-initialised would fail. The SDK, imported after them, is not waited for here."""
+    if _warming is not None and _warming.is_alive():
+        _painted.wait(PAINT_WAIT_S)
 
 
 def _start_warming(ipython: Any) -> Callable[..., None]:
@@ -98,10 +134,15 @@ def _start_warming(ipython: Any) -> Callable[..., None]:
 
 
 def _warmed() -> None:
-    """Wait for the background import before a run imports anything heavy itself: two threads
-    importing the same modules at once could see each other's half-initialised modules."""
-    if _warming is not None:
-        _warming.join()
+    """The SDK imported, on the warm-up thread (started here when %load_ext's has not been yet, as when
+    %flower is in the %load_ext cell): a run imports nothing heavy itself, since two threads importing
+    the same modules at once could see each other's half-initialised modules. The cell's thread only
+    waits, so an Interrupt ends the wait at once (the import goes on, harmless)."""
+    global _warming
+    if _warming is None:
+        _warming = threading.Thread(target=_warm_up, name="flower-warm-up", daemon=True)
+        _warming.start()
+    _warming.join()
 
 
 # What the JupyterLab extension renders and acts on (src/magicOutput.ts, PANEL_MIME).
@@ -174,6 +215,10 @@ PARSER = _parser()
 def _rescue_all() -> None:
     for launch in list(_LIVE_LAUNCHES):
         launch.end_now(Ending.CLOSED)
+    if "flower_magic.display.attach" in sys.modules:  # some cell follows a run: leave it static, not dead
+        from flower_magic.display.attach import let_go_all
+
+        let_go_all()
 
 
 def _on_exit_now(change: Any) -> None:
@@ -263,6 +308,7 @@ class FlowerMagics(Magics):
         live), ``%flower "words"`` gives it the words (it resumes the same session with them) and
         follows, and ``%flower --stop`` stops it (the step recorded as interrupted, the session kept).
         """
+        _paint_ready()
         panel = self._panel_args(line)
         if panel is not None:
             self._panel(panel, cell)
@@ -458,7 +504,7 @@ class FlowerMagics(Magics):
             lead.append([("note", say("live_remark_sent", lang))])
         self._follow(opts, lead)
 
-    def _follow(self, opts: GoOptions, lead: list[Any]) -> Any:
+    def _follow(self, opts: GoOptions, lead: list[Any], lead_ended: list[Any] | None = None) -> Any:
         """Show the run of this directory in the cell and follow it from a daemon thread; returns at once."""
         from flower_magic.core.goal import Goal
         from flower_magic.display.attach import follow
@@ -471,21 +517,40 @@ class FlowerMagics(Magics):
             lang_asked=opts.lang_chosen,
             interactive=bool(getattr(kernel, "_allow_stdin", True)),
             lead=lead,
+            lead_ended=lead_ended or (),
             goal_checks=list(goal.checks) if goal else (),
         )
 
     def _bg(self, opts: GoOptions) -> None:
         """``%flower --bg``: planned here as a foreground run is (a mistake writes nothing), then started
-        in a runner process (``flower_magic.runner``) and followed here; the cell returns at once."""
-        from flower_magic.runner import start
+        in a runner process (``flower_magic.runner``) and followed here; the cell returns as soon as the
+        runner holds the run (its pid said), before it has imported the SDK."""
+        from flower_magic.runner import prepare
 
-        self._plan(opts).abandon()
+        try:  # first: it imports the engine in its own process while this kernel checks
+            starting = prepare(opts)
+        except FlowerError:
+            starting = None  # the plan below says why, if it is a mistake (a workspace that is no folder)
         try:
-            pid = start(opts, front_end="notebook")
+            self._plan(opts).abandon()
+        except BaseException:
+            if starting is not None:
+                starting.cancel()
+            raise
+        try:
+            starting = starting or prepare(opts)
+        except FlowerError as exc:
+            raise UsageError(str(exc)) from None
+        starting.begin(opts, front_end="notebook")
+        with logged(log, "importing the view while the runner starts"):
+            importlib.import_module("flower_magic.display.widgets")
+        try:
+            pid = starting.wait()
         except FlowerError as exc:
             raise UsageError(str(exc)) from None
         follow = say("runner_follow_magic", opts.lang)
-        self._follow(opts, [[("dim", say("runner_started", opts.lang, pid=pid, follow=follow))]])
+        started = [("dim", say("runner_started", opts.lang, pid=pid, follow=follow))]
+        self._follow(opts, [started], [[("dim", say("runner_ended", opts.lang, pid=pid))]])
 
     # -- a run ----------------------------------------------------------------------------------------
 
@@ -501,17 +566,22 @@ class FlowerMagics(Magics):
         return launch
 
     def _run(self, opts: GoOptions) -> None:
+        """A run in the cell: mistakes are told at once (``plan``); the lock is taken and the header shown
+        (saying it waits for the agent to start) before the SDK is imported, which takes seconds in a
+        fresh kernel; then the run."""
+        from flower_magic.core.live import heard_line
+
         launch = self._plan(opts)
         seen = launch.look()
-        _warmed()  # mistakes are told at once; the run itself needs the SDK
         from flower_magic.core.goal import Goal
         from flower_magic.core.handoff import default_window
         from flower_magic.display import RunView
 
         goal = Goal.load(seen.facts.goal)
         kernel = getattr(self.shell, "kernel", None)
+        lang = opts.lang
         view = RunView(
-            opts.lang,
+            lang,
             verbose=opts.verbose,
             rounds=max(1, opts.rounds) if opts.goal else 0,
             goal_checks=list(goal.checks) if goal and not opts.new else (),
@@ -520,6 +590,22 @@ class FlowerMagics(Magics):
             interactive=bool(getattr(kernel, "_allow_stdin", True)),
             window=opts.window or default_window(),
         )
+        view.wait_for(say("hdr_wait_agent", lang))
+        try:  # the lock before the header: a directory another run holds is one line, and no view
+            launch.hold(view_sink=view.sink, heard=lambda record: view.line(heard_line(record, lang)))
+        except BaseException as exc:
+            view.close()
+            told = exc if isinstance(exc, FlowerError) else disk_error(exc, lang)
+            if told is not None:
+                raise UsageError(str(told)) from None
+            raise
+        view.show()
+        try:
+            _warmed()
+        except KeyboardInterrupt:  # before the run began: its log ends interrupted, the lock goes
+            launch.abandon()
+            view.close(launch.outcome)
+            raise
         from flower_magic.kernel import Proposals
 
         proposals = Proposals(self.shell, opts.lang)
@@ -654,11 +740,14 @@ def load(ipython: Any) -> None:
     # Which cell raised what, for the agent's notebook context (a cell's own result says it).
     ipython.events.register("post_run_cell", magics.errors.record)
     try:
+        from flower_magic.core.live import live_state
         from flower_magic.core.rundir import RunDir
         from flower_magic.front.options import snapshot
 
         # The same folder and run dir a %flower in this notebook would use (%config included).
-        facts = snapshot(RunDir.at(binding(ipython, magics.workspace).folder, magics.run_dir or None))
+        rundir = RunDir.at(binding(ipython, magics.workspace).folder, magics.run_dir or None)
+        facts = snapshot(rundir)
+        state = live_state(rundir.path)
         if facts.waking:
             # A guessed folder is said first, in the language its run dir remembers; a fresh folder's
             # is said by the first %flower, in its task's language (nothing here says which yet).
@@ -666,14 +755,35 @@ def load(ipython: Any) -> None:
     except (OSError, ValueError, UsageError):
         log.warning("could not read what this notebook's directory remembers", exc_info=True)
         return
-    if facts.waking:
+    lang = magics._lang()
+    live = state is not None and state.live
+    if facts.waking or live:
         from IPython.display import display
 
         from flower_magic.display import banner_bundle
         from flower_magic.front.outcome import typed_in
 
         cmd = typed_in(facts.rundir.path, "%flower")  # after a demo run, a plain %flower needs a key
-        display(banner_bundle(facts, magics._lang(), hint=True, cmd=cmd), raw=True)
+        if facts.waking:  # on a live run the next line says how to go on
+            display(banner_bundle(facts, lang, hint=not live, cmd=cmd), raw=True)
+        if state is not None and live:
+            display({"text/plain": live_line(state, lang)}, raw=True)
+
+
+QUESTION_CHARS = 200  # the open question, as the %load_ext line quotes it; the view shows it whole
+
+
+def live_line(state: Any, lang: str) -> str:
+    """What %load_ext says of a run that is live in this directory (a background run that outlived a
+    kernel restart, a terminal's): who runs it, the question it waits on, how to follow and answer."""
+    front = say(f"front_{state.front_end}", lang) if state.front_end else "?"
+    asks = [a for a in state.asks if isinstance(a, dict)]
+    if not asks:
+        return say("load_live", lang, pid=state.pid, front=front)
+    question = printable(str(asks[0].get("question") or ""))
+    if len(question) > QUESTION_CHARS:
+        question = question[: QUESTION_CHARS - 1] + "…"
+    return say("load_live_asking", lang, pid=state.pid, front=front, question=question, n=len(asks))
 
 
 def unload(ipython: Any) -> None:

@@ -69,6 +69,18 @@ def test_a_finished_run_replays_into_the_view_and_closes_with_its_total(tmp_path
     assert say("live_answer_elsewhere", "en") in plain  # no widgets here: it says where to answer
 
 
+def test_a_lead_line_about_following_is_said_otherwise_once_the_run_ended(tmp_path: Path) -> None:
+    """A --bg cell's "run %flower again to follow it" stayed after the run ended (issue 24, 6)."""
+    run_dir = tmp_path / "runs"
+    _record(run_dir)
+    follow_words = say("runner_started", "en", pid=4321, follow=say("runner_follow_magic", "en"))
+    ended_words = say("runner_ended", "en", pid=4321)
+    attached = _follow(run_dir, lead=[[("dim", follow_words)], [("dim", "KEPT")]], lead_ended=[[("dim", ended_words)]])
+    plain = attached.view.bundle()["text/plain"]
+    assert follow_words not in plain and say("runner_follow_magic", "en") not in plain
+    assert plain.index(ended_words) < plain.index("line 0") and "KEPT" in plain
+
+
 def test_a_run_gone_without_an_end_record_says_so(tmp_path: Path) -> None:
     run_dir = tmp_path / "runs"
     _record(run_dir, ended=False)

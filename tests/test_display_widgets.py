@@ -114,6 +114,74 @@ def test_a_window_reads_as_people_name_it(tokens: int, shown: str) -> None:
     assert human_window(tokens) == shown
 
 
+def test_the_header_says_it_waits_for_the_agent_until_the_first_event() -> None:
+    """The first paint comes before the SDK's import; it must say what it waits for, not look stuck
+    (issue 24, 8), and stop saying it once the run has begun."""
+    waiting = say("hdr_wait_agent", "en")
+    v = view(lang="en")
+    v.wait_for(waiting)
+    assert waiting in v.bundle()["text/plain"] and "fm-wait" in v.bundle()["text/html"]
+    assert v.state.header().waiting == waiting
+    v.line([("dim", "a notice is not the run")])
+    assert waiting in v.bundle()["text/plain"]
+    v.sink(step("确认需求", 1))
+    assert waiting not in v.bundle()["text/plain"] and "fm-wait" not in v.bundle()["text/html"]
+    v.close()
+
+
+def test_a_view_let_go_is_static_keeps_its_question_and_says_how_to_go_on() -> None:
+    """A kernel that went left a following cell with live-looking buttons that reached nobody
+    (issue 24, 7): the view let go has no question card, keeps the question as a line, says why."""
+    v = view(lang="en")
+    v.attach(lambda ask_id, text: None, in_place=True)
+    v.sink(step("确认需求", 1))
+    v.sink(Event("ask", "Which format?", payload={"id": "q1", "options": ["md", "txt"], "state": "asked"}))
+    v._render()
+    assert v._widgets is not None and v._widgets._asks  # the card is up
+    gone = say("follow_let_go", "en", pid=77)
+    v.let_go([[("note", gone)]])
+    final = v._repr_mimebundle_()
+    assert set(final) == {"text/html", "text/plain"}  # nothing that needs the kernel's widgets
+    assert say("question", "en", question="Which format?") in final["text/plain"] and gone in final["text/plain"]
+    assert v.state.header().status == "let_go" and say("run_let_go", "en") in final["text/html"]
+    assert v._widgets._asks == {}  # the card is closed (the rest stays: a dropped update leaves no blank)
+    v.close(Outcome(Ending.DONE))  # a later close changes nothing
+    assert v.bundle()["text/plain"] == final["text/plain"]
+
+
+def test_a_question_card_says_what_to_do_once_its_kernel_is_gone() -> None:
+    """Only the frontend knows the kernel went (it marks the widgets disconnected): the card carries the
+    words, hidden, and the style shows them and dims the buttons then (issue 24, 7)."""
+    from flower_magic.display.html import STYLE
+
+    card = AskWidget("q1", "Which format?", ["md"], "en", lambda ask_id, text: None, in_place=False)
+    assert 'class="fm-ask-gone' in card.question.value and say("ask_gone", "en") in card.question.value
+    assert ".fm-ask.jupyter-widgets-disconnected .fm-ask-gone{display:block}" in STYLE
+    assert ".fm-ask.jupyter-widgets-disconnected .fm-ask-row{pointer-events:none" in STYLE
+    card.close()
+
+
+def test_the_live_header_says_once_disconnected_that_the_view_no_longer_changes() -> None:
+    """A restart in JupyterLab drops what the going kernel says last, so the view stayed with a live
+    pill ("waiting for you") and dead parts (issue 24, 7): the live header carries, hidden, a pill and
+    a line that the style shows in place of the live pill once the widgets are disconnected; the
+    static view (a saved notebook, nbconvert, GitHub, which drops the style) does not carry them."""
+    from flower_magic.display.html import STYLE
+
+    v = view(lang="en")
+    v.sink(step("确认需求", 1))
+    v._render()
+    assert v._widgets is not None
+    live = v._widgets.header.value
+    assert f'class="fm-chip fm-gone">{say("run_let_go", "en")}<' in live and say("view_gone", "en") in live
+    static = v.bundle()["text/html"]
+    assert say("view_gone", "en") not in static and "fm-gone" not in static.split("</style>")[-1]
+    assert ".flower-magic .fm-gone{display:none}" in STYLE
+    assert ".jupyter-widgets-disconnected .fm-header .fm-gone{display:inline-flex}" in STYLE
+    assert ".jupyter-widgets-disconnected .fm-header .fm-chip{display:none}" in STYLE
+    v.close()
+
+
 def test_a_header_without_a_window_shows_no_bar() -> None:
     page = header_html(Header("running", context=1200, context_step="干活"), "zh")
     assert "干活上下文 1.2K" in page and "fm-bar" not in page

@@ -194,6 +194,29 @@ def test_a_live_run_is_not_found_killed(tmp_path: Path) -> None:
     assert found_outcome(rd.path) is not None
 
 
+def test_a_held_launch_is_live_before_its_sdk_and_abandoning_it_ends_it_once(tmp_path: Path) -> None:
+    """``hold`` (what a cell's header and the runner's ``ready`` wait for) takes the lock and begins the
+    log without the SDK; a launch abandoned there (an Interrupt while the SDK imports) ends its log
+    ``interrupted`` before any step and lets the lock go, instead of leaving a live run nobody runs
+    (issue 24, 8: the header now comes before the SDK's import)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    launch = Launch(_opts(ws, "写个 hello", demo=True), front_end="notebook")
+    launch.plan()
+    launch.hold()
+    run_dir = launch.rundir.path
+    state = live.live_state(run_dir)
+    assert state is not None and state.live and launch.rt is None
+    assert [r["type"] for r in live.read_log(run_dir)] == ["start"]
+    launch.hold()  # a second call does nothing
+    launch.abandon()
+    assert [e["ending"] for e in _ends(run_dir)] == [Ending.INTERRUPTED.value]
+    assert launch.outcome is not None and launch.outcome.headline("en") == Outcome(Ending.INTERRUPTED).headline("en")
+    assert not live.live_state(run_dir).live  # type: ignore[union-attr]
+    with acquire(run_dir, front_end="terminal"):  # the lock went
+        pass
+
+
 # -- runs with the real CLI ---------------------------------------------------------------------------
 
 

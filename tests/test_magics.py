@@ -363,6 +363,32 @@ def test_stop_and_words_on_a_live_run_go_to_its_inbox(
     assert Outcome(Ending.KILLED).headline("zh") in capsys.readouterr().out
 
 
+def test_load_ext_names_a_live_run_and_the_question_it_waits_on(
+    shell: InteractiveShell, workspace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After a kernel restart under a background run waiting for an answer, %load_ext said nothing of
+    it (issue 24, 7): it names the run, quotes the question, and says how to follow and answer."""
+    _waking(workspace)
+    runs = workspace / "runs"
+    runs.mkdir()
+    with LockHolder(runs, "background", "干活") as held:
+        ask = {"id": "q1", "question": "输出到哪里?\x1b[31m", "options": ["stdout"]}
+        state = {"pid": held.pid, "front_end": "background", "state": "waiting", "step": "确认需求", "asks": [ask]}
+        (runs / "live.json").write_text(json.dumps(state), encoding="utf-8")
+        capsys.readouterr()
+        shell.run_line_magic("reload_ext", "flower_magic")
+        out = capsys.readouterr().out
+        front = say("front_background", "zh")
+        assert say("load_live_asking", "zh", pid=held.pid, front=front, question="输出到哪里?", n=1) in out
+        assert "\x1b" not in out  # the question is text from outside: made printable
+        assert say("continue_hint", "zh") not in out  # the banner's hint gives way to the live run's line
+        held.release()
+    capsys.readouterr()
+    shell.run_line_magic("reload_ext", "flower_magic")
+    out = capsys.readouterr().out  # nothing runs now: the banner, with its hint, and no live line
+    assert say("continue_hint", "zh") in out and str(held.pid) not in out
+
+
 def test_the_sessions_setting_keeps_its_password_aside(
     shell: InteractiveShell, workspace: Path, capsys: pytest.CaptureFixture[str], pg_server: Any, pg_url: str
 ) -> None:

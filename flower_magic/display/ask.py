@@ -101,7 +101,8 @@ class AskWidget:
         self._lock = threading.Lock()
         self._typed = ""
         self.answered: str | None = None
-        self.question = w.HTML(value=html.question_html(say("question", lang, question=question)))
+        asked = say("question", lang, question=question)
+        self.question = w.HTML(value=html.question_html(asked, say("ask_gone", lang)))
         self.options = [
             w.Button(description=_label(o), tooltip=o, layout=w.Layout(width="auto")).add_class("fm-ask-option")
             for o in options

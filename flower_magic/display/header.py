@@ -22,6 +22,7 @@ STATUS_KEYS = {
     "done": "run_done",
     "stopped": "run_failed",
     "failed": "run_failed",
+    "let_go": "run_let_go",
 }
 BADGE_KEYS = {PASS: "badge_pass", FAIL: "badge_fail", PENDING: "badge_pending", UNVERIFIABLE: "badge_unverifiable"}
 BADGE_MARKS = {PASS: "✓", FAIL: "✗", PENDING: "·", UNVERIFIABLE: "!"}
@@ -35,7 +36,8 @@ class Header:
 
     Attributes:
         status: ``running``, ``asking`` (a question waits), ``done``, ``stopped`` (an ending a person
-            chose or can act on: interrupted, stopped, goals not reached) or ``failed``.
+            chose or can act on: interrupted, stopped, goals not reached), ``failed`` or ``let_go`` (the
+            view stopped following a run that goes on elsewhere: its kernel went).
         ending: once ended, how (``front.outcome.Ending``'s value): the pill says it (``pill_<ending>``).
         step, index, total: the newest step's name and its n/N (0/0 before any step).
         steps_done: steps that ended.
@@ -43,6 +45,7 @@ class Header:
         elapsed_s, cost: time and money so far.
         context: the running step's main-session context in tokens; context_step names that step.
         window: the model's context window in tokens (0: unknown, no bar).
+        waiting: what the run waits for before its first event ("starting the agent…"), "" after.
     """
 
     status: str
@@ -58,6 +61,7 @@ class Header:
     context: int = 0
     context_step: str = ""
     window: int = 0
+    waiting: str = ""
 
     @property
     def context_share(self) -> float:
@@ -112,11 +116,22 @@ def _context(h: Header, lang: str) -> str:
     return f'<span class="fm-hitem fm-ctx" title="{tip}">{bar}<span>{html.esc(words)}</span></span>'
 
 
-def header_html(h: Header, lang: str) -> str:
-    """The header as one escaped ``<div class="fm-header">``."""
+def header_html(h: Header, lang: str, *, live: bool = False) -> str:
+    """The header as one escaped ``<div class="fm-header">``.
+
+    Args:
+        live: the live widget's header: it also carries, hidden, what it says once the frontend marks
+            it disconnected (its kernel went): a pill and a line in place of the live pill, which would
+            go on saying "running" or "waiting for you" (``html.STYLE`` shows them then).
+    """
     status = h.status if h.status in STATUS_KEYS else "running"
     pill = say(f"pill_{h.ending}", lang) if h.ending else say(STATUS_KEYS[status], lang)
     items = [f'<span class="fm-chip fm-st-{status}">{html.esc(pill)}</span>']
+    if live:
+        items.append(f'<span class="fm-chip fm-gone">{html.esc(say("run_let_go", lang))}</span>')
+        items.append(f'<span class="fm-hitem fm-gone fm-gone-words">{html.esc(say("view_gone", lang))}</span>')
+    if h.waiting:
+        items.append(f'<span class="fm-hitem fm-wait">{html.esc(h.waiting)}</span>')
     if h.step:
         name = step_name(h.step, lang)
         step = say("hdr_step", lang, n=h.index, total=h.total, name=name) if h.total else name

@@ -120,6 +120,18 @@ STYLE = (
     ".flower-magic .fm-ask-q{font-weight:bold;white-space:pre-wrap;overflow-wrap:anywhere}"
     ".flower-magic .fm-ask-row{gap:6px;margin-top:.4em}"
     ".flower-magic .fm-ask .widget-button{width:auto;max-width:100%}"
+    # A live view whose kernel went (the frontend marks its widgets disconnected, and ignores what the
+    # going kernel said last): one pill and line of ours say so instead of ipywidgets' icon on every
+    # part; the question card's buttons reach nobody, so they look it and take no click, and the card
+    # says what to do instead.
+    ".flower-magic.jupyter-widgets-disconnected::before,.flower-magic .jupyter-widgets-disconnected::before"
+    "{content:none}"
+    ".flower-magic .fm-gone{display:none}"
+    ".flower-magic .jupyter-widgets-disconnected .fm-header .fm-chip{display:none}"
+    ".flower-magic .jupyter-widgets-disconnected .fm-header .fm-gone{display:inline-flex}"
+    ".flower-magic .fm-ask-gone{display:none}"
+    ".flower-magic .fm-ask.jupyter-widgets-disconnected .fm-ask-gone{display:block}"
+    ".flower-magic .fm-ask.jupyter-widgets-disconnected .fm-ask-row{pointer-events:none;opacity:.4}"
     ".flower-magic .fm-ask .widget-text{flex:1 1 20em;width:auto}"
     # the agent's words as a document (display.markdown), in the content font of a Markdown cell;
     # these rules outrank JupyterLab's own .jp-RenderedHTMLCommon ones, which the block also carries
@@ -227,9 +239,11 @@ def step_html(line: Line) -> str:
     )
 
 
-def question_html(text: str) -> str:
-    """The agent's question (data, escaped here) as the question widget shows it."""
-    return f'<div class="fm-ask-q">{esc(text)}</div>'
+def question_html(text: str, gone: str = "") -> str:
+    """The agent's question (data, escaped here) as the question widget shows it; ``gone`` is shown only
+    once the frontend marks the widget disconnected (its kernel went: the buttons reach nobody)."""
+    hidden = f'<div class="fm-ask-gone fm-line fm-bad">{esc(gone)}</div>' if gone else ""
+    return f'<div class="fm-ask-q">{esc(text)}</div>{hidden}'
 
 
 def section_html(head: str, body: str, *, is_open: bool) -> str:

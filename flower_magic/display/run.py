@@ -18,12 +18,16 @@ Guarantees:
       static ``text/html`` + ``text/plain`` bundle, so a saved notebook and an nbconvert export
       carry the final state and no widget model that would be missing on reopening.
     - One render at a time: the render thread and ``close`` share ``_render_lock``.
+    - ``show`` in widget mode displays the static bundle first and then puts the widgets in its place
+      (an update of the same display): the header appears before ipywidgets is imported, which takes
+      a tenth of a second or more in a fresh kernel.
 Not guaranteed:
     - Events after ``close`` are ignored.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import threading
 import time
@@ -62,9 +66,8 @@ def pick_mode(*, interactive: bool = True) -> str:
         return "terminal"
     if not interactive:
         return "html"
-    try:
-        import ipywidgets  # noqa: F401
-    except ImportError:
+    # Found, not imported: its import (a tenth of a second or more) waits until the header is shown.
+    if importlib.util.find_spec("ipywidgets") is None:
         return "html"
     return "widget"
 
@@ -116,19 +119,15 @@ class RunView:
         self.mode = mode or pick_mode(interactive=interactive)
         self.renders = 0
         self.render_errors: list[str] = []
-        self._widgets: ViewWidgets | None = None
+        self._widgets: ViewWidgets | None = None  # built on first need (``_tree``)
+        self._tree_lock = threading.Lock()
+        self._answer: Callable[[str, str], Any] | None = None
+        self._in_place = False
         self._terminal: Any = None
         self._handle: Any = None
         self._closed = False
         self._render_lock = threading.Lock()
         self._last_clock = 0.0
-        if self.mode == "widget":
-            try:
-                from flower_magic.display.widgets import ViewWidgets as Tree
-
-                self._widgets = Tree()
-            except Exception:  # no ipywidgets after all: the same view as static HTML
-                self.mode = "html"
         if self.mode == "terminal":
             from flower_magic.terminal import TerminalView
 
@@ -157,8 +156,21 @@ class RunView:
             return
         from IPython.display import display
 
+        if self.mode == "widget" and self._widgets is None:
+            # The view at once as static HTML (the same header); the widgets take its place as soon as
+            # ipywidgets is imported, which in a fresh kernel takes longer than a person should wait.
+            self._handle = display(self.bundle(), raw=True, display_id=True)  # type: ignore[no-untyped-call]
+            self._render()
+            if self._widgets is not None:
+                self._handle.update(self)
+            return
         self._render()
         self._handle = display(self, display_id=True)  # type: ignore[no-untyped-call]
+
+    def wait_for(self, what: str) -> None:
+        """Say in the header what the run waits for (``say("hdr_wait_agent")``) until its first event."""
+        with self.state.lock:
+            self.state.waiting, self.state.changed = what, True
 
     def attach(self, answer: Callable[[str, str], Any], *, in_place: bool | None = None) -> None:
         """Show the agent's questions as widgets answered with ``answer(ask_id, text)``
@@ -167,13 +179,16 @@ class RunView:
         Args:
             in_place: force whether it can (default: ``ask.can_tap()``, in widget mode only).
         """
-        if self._widgets is None:
+        if self.mode != "widget":
             return
         if in_place is None:
             from flower_magic.display.ask import can_tap
 
             in_place = can_tap()
-        self._widgets.answer, self._widgets.in_place = answer, in_place
+        with self._tree_lock:
+            self._answer, self._in_place = answer, in_place
+            if self._widgets is not None:
+                self._widgets.answer, self._widgets.in_place = answer, in_place
         with self.state.lock:
             self.state.answers_in_place = in_place
 
@@ -202,12 +217,20 @@ class RunView:
                 self._terminal.on_step(step, result)
             self.state.step_done(result)
 
-    def line(self, segments: Line) -> None:
-        """Add one phrase line to the log (e.g. ``phrases.say("archived")`` from the magic)."""
+    def line(self, segments: Line) -> Any:
+        """Add one phrase line to the log (e.g. ``phrases.say("archived")`` from the magic); returns its
+        entry, for ``restate`` (None when it could not be added)."""
         with logged(log, "line"):
             if self._terminal is not None:
                 self._terminal.line(segments)
-            self.state.add(segments)
+            return self.state.add(segments)
+        return None
+
+    def restate(self, entry: Any, segments: Line) -> None:
+        """Say a line added with ``line`` in other words (e.g. once the run it speaks of has ended)."""
+        if entry is not None:
+            with logged(log, "restate"):
+                self.state.restate(entry, segments)
 
     def say(self, style: str, text: str) -> None:
         self.line([(style, text)])
@@ -225,13 +248,34 @@ class RunView:
             cmd: how the person continues here (``%flower``; ``flower`` in a terminal IPython's view of
                 a terminal run is still said as the run's front end says it).
         """
-        if self._closed:
+        if not self._closing():
             return
-        self._closed = True
+        self.state.finish(outcome, cmd)
+        self._final()
+
+    def let_go(self, lines: Sequence[Line]) -> None:
+        """Stop showing a run that goes on without this view (the kernel is going): the view is left
+        static, as it stands, with ``lines`` (the run goes on, how to follow it again) at its end and no
+        question card, whose buttons would reach nobody once the kernel is gone. The other widgets are
+        not closed: a frontend that took the closing of their models but not the static update (it
+        may drop either as the kernel goes) would show an empty cell rather than a stale view."""
+        if not self._closing():
+            return
+        self.state.let_go(lines)
+        self._final(close_widgets=False)
+
+    def _closing(self) -> bool:
+        """The first call of ``close`` / ``let_go``: the render thread is stopped. False after."""
+        with self._tree_lock:
+            if self._closed:
+                return False
+            self._closed = True
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
-        self.state.finish(outcome, cmd)
+        return True
+
+    def _final(self, *, close_widgets: bool = True) -> None:
         if self._terminal is not None:
             self._terminal.say("", "")
             for line in self.state.closing:
@@ -241,7 +285,7 @@ class RunView:
         if self._handle is not None:
             with logged(log, "close"):
                 self._handle.update(self.bundle(), raw=True)
-        if self._widgets is not None:
+        if self._widgets is not None and close_widgets:
             self._widgets.close()
 
     # -- rendering --------------------------------------------------------------------------------------
@@ -253,9 +297,25 @@ class RunView:
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         data: dict[str, Any] = self.bundle()
-        if self._widgets is not None and not self._closed:
-            data[WIDGET_MIME] = {"version_major": 2, "version_minor": 0, "model_id": self._widgets.root.model_id}
+        tree = None if self._closed else self._tree()
+        if tree is not None:
+            data[WIDGET_MIME] = {"version_major": 2, "version_minor": 0, "model_id": tree.root.model_id}
         return data
+
+    def _tree(self) -> ViewWidgets | None:
+        """The widget tree in widget mode, built the first time it is needed (None in another mode)."""
+        with self._tree_lock:
+            if self._widgets is None and self.mode == "widget":
+                try:
+                    from flower_magic.display.widgets import ViewWidgets as Tree
+
+                    tree = Tree()
+                except Exception:  # no ipywidgets after all: the same view as static HTML
+                    self.mode = "html"
+                    return None
+                tree.answer, tree.in_place = self._answer, self._in_place
+                self._widgets = tree
+            return self._widgets
 
     def _tick(self) -> None:
         now = time.monotonic()
@@ -271,8 +331,9 @@ class RunView:
             self.state.changed = False
             self._last_clock = now
             try:
-                if self._widgets is not None:
-                    self._widgets.update(self.state, now)
+                tree = self._tree()
+                if tree is not None:
+                    tree.update(self.state, now)
                 elif self._handle is not None:
                     self._handle.update(self.bundle(), raw=True)
                 else:

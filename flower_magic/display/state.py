@@ -216,6 +216,8 @@ class RunState:
         self._tools: dict[str, Entry] = {}
         self._judge: Entry | None = None  # the judge round being ruled: what it says goes into its element
         self.changed = True  # anything but the clock changed since the last render
+        self.waiting = ""  # what the run waits for before its first event (the header says it)
+        self.let_go_at: float | None = None  # the view stopped following a run that goes on (``let_go``)
 
     @property
     def log(self) -> RunLog:
@@ -234,13 +236,30 @@ class RunState:
             if self.ended is not None:
                 return
             self.events += 1
+            if self.waiting:  # the run has begun: it no longer waits for the agent to start
+                self.waiting, self.changed = "", True
             self._feed(ev)
 
-    def add(self, line: Line) -> None:
-        """Append one phrase line to the log (a notice from the front end, e.g. "archived")."""
+    def add(self, line: Line) -> Entry | None:
+        """Append one phrase line to the log (a notice from the front end, e.g. "archived"); returns its
+        entry (None once the run ended)."""
         with self.lock:
-            if self.ended is None:
-                self._add(Entry([[(style, printable(text)) for style, text in line]]))
+            if self.ended is not None:
+                return None
+            entry = Entry([[(style, printable(text)) for style, text in line]])
+            self._add(entry)
+            return entry
+
+    def restate(self, entry: Entry, line: Line) -> None:
+        """Say a line added before in other words (a lead line that holds only while the run goes, once
+        it has ended); a line the log no longer holds stays dropped."""
+        with self.lock:
+            for section in self.sections:
+                if section.log.holds(entry):
+                    entry.lines = [[(style, printable(text)) for style, text in line]]
+                    section.log.touch(entry)
+                    self.changed = True
+                    return
 
     def step_done(self, result: Any) -> None:
         """The result line of a finished step (``StepResult``: ok, num_turns, cost_usd, duration_s)."""
@@ -279,6 +298,7 @@ class RunState:
             if self.ended is not None:
                 return
             self.ended = time.monotonic()
+            self.waiting = ""
             self.open_asks.clear()
             self.outcome = outcome
             if outcome is not None:
@@ -287,6 +307,21 @@ class RunState:
                     self.closing.append(total_line(cost, printable(outcome.manifest) or "-", self.lang))
                 self.closing.extend(ending_lines(outcome, self.lang, cmd))
             self.failed = outcome is not None and not outcome.ok
+            self.changed = True
+
+    def let_go(self, lines: Sequence[Line]) -> None:
+        """No longer shown live (the kernel is going) while the run goes on elsewhere: the clock stops,
+        ``lines`` close the view, no question waits here; the header says it is not followed."""
+        with self.lock:
+            if self.ended is not None:
+                return
+            for ask in self.open_asks.values():  # the question stays on the page, without its buttons
+                self._add(Entry([[("warn", say("question", self.lang, question=ask.question))]]))
+            self.ended = time.monotonic()
+            self.let_go_at = self.ended
+            self.waiting = ""
+            self.open_asks.clear()
+            self.closing.extend([[(style, printable(text)) for style, text in line] for line in lines])
             self.changed = True
 
     # -- events -----------------------------------------------------------------------------------------
@@ -436,7 +471,9 @@ class RunState:
         step = next((s for s in reversed(self.sections) if s.header is not None), None)
         outcome = self.outcome if self.ended is not None else None
         ending = outcome.ending.value if outcome is not None else ""
-        if self.ended is not None:
+        if self.let_go_at is not None:
+            status = "let_go"
+        elif self.ended is not None:
             warn = outcome is not None and outcome.style == "warn"
             status = "done" if not self.failed else ("stopped" if warn else "failed")
         else:
@@ -456,13 +493,16 @@ class RunState:
             context=self.context,
             context_step=self.context_step,
             window=self.window,
+            waiting=self.waiting,
         )
 
     def footer_lines(self, now: float | None = None) -> list[Line]:
-        """The status line (context, cost, elapsed, round n/N), then the closing lines."""
+        """What the run waits for (before its first event), the status line (context, cost, elapsed,
+        round n/N), then the closing lines."""
         round_n, rounds = self._round()
         status = status_line(self.context, self.cost, self.elapsed(now), self.lang, round_n=round_n, rounds=rounds)
-        return [status, *self.closing]
+        waiting: list[Line] = [[("note", f"… {self.waiting}")]] if self.waiting else []
+        return [*waiting, status, *self.closing]
 
     def goal_list(self) -> list[Line]:
         return goal_lines(self.goals, self.marks, self.lang, unverifiable=self.unverifiable, verdict=self.verdict)
@@ -474,8 +514,8 @@ class RunState:
     def head_html(self) -> str:
         return html.lines_html(self.head)
 
-    def header_html(self, now: float | None = None) -> str:
-        return header_html(self.header(now), self.lang)
+    def header_html(self, now: float | None = None, *, live: bool = False) -> str:
+        return header_html(self.header(now), self.lang, live=live)
 
     def goals_html(self) -> str:
         if not self.goals:

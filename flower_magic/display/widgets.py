@@ -96,7 +96,7 @@ class ViewWidgets:
         """Copy the state into the widgets."""
         with state.lock:
             head = html.wrap(state.head_html())  # the one style block rides with the banner
-            header = html.wrap(state.header_html(now), style=False)
+            header = html.wrap(state.header_html(now, live=True), style=False)
             goals = state.goals_html()
             closing = state.closing_html()
             sections = [_snapshot(s, state.lang) for s in state.sections]

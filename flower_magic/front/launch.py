@@ -14,6 +14,9 @@ from their checked options and call its three phases; none of them sequences a r
     previous run that ended without a word (``kill -9``: its step's manifest row and its log's end,
     found, not guessed), starts this run's event log and live state,
     makes the writes the plan names, and builds the workflow and a runtime handed the open store.
+    Its first part, ``hold()`` (the lock, the previous run's ending, the log and live state begun), is
+    quick and imports no SDK: a front end may show the run, and the runner say it started, before the
+    rest (the SDK's import takes seconds).
 ``run()``
     Runs the workflow to its end and returns the ``Outcome``. Whatever stops it — every step done, the
     judge not satisfied, an interrupt (the kernel's ■, Ctrl-C), a stop (``--stop``, the panel), the
@@ -197,6 +200,10 @@ class Launch:
                 with logged(log, "closing the store of a plan not applied"):
                     self._store.close()
                 self._store = None
+            if self.lock is not None:  # held (``hold``), not applied: its log ends, the lock goes
+                with logged(log, "abandoning a held launch"):
+                    self._end(self._told(self._cause or Ending.INTERRUPTED, ""))
+                self._release()
             return
         if self.outcome is None:
             with logged(log, "abandoning an applied launch"):
@@ -218,30 +225,12 @@ class Launch:
             UserError: the run dir is held by another run (``RunLocked``), or cannot be written; the
                 lock and the store are let go, and the log (if it began) ends ``failed``.
         """
-        from flower_magic.core.live import LiveRun
-        from flower_magic.core.runlock import acquire
         from flower_magic.workflow.starter import apply_start
 
-        if self.start is None:
-            self.plan()
-        assert self.start is not None
+        self.hold(view_sink=view_sink, heard=heard)
+        assert self.start is not None and self.live is not None
         opts = self.opts
         try:
-            self.lock = acquire(self.rundir.path, front_end=self.front_end, lang=opts.lang)
-        except BaseException:
-            self.abandon()
-            raise
-        self.demo = on_demo_model(opts)
-        try:
-            self.found = found_outcome(self.rundir.path, held=True)
-            if self.found is not None:
-                record_found(self.rundir, self.found)
-            start = dict(start_record(opts, self.front_end), by=self.by, demo=self.demo)
-            if self.found is not None:
-                start["previous"] = self.found.to_record()
-            self.live = LiveRun(
-                self.rundir.path, front_end=self.front_end, start=start, view_sink=view_sink, heard=heard
-            )
             if self._store is None:
                 self._store = self._open_store(remote_only=False)
             self._exit.enter_context(model_session(opts))
@@ -259,10 +248,7 @@ class Launch:
             )
             self.rt = self._runtime()
         except BaseException as exc:
-            self.error = exc
-            why = str(exc) if isinstance(exc, FlowerError) else f"{type(exc).__name__}: {exc}"
-            self._end(Outcome(Ending.FAILED, why=why, demo=self.demo))
-            self._release()
+            self._failed(exc)
             raise
         if self.starter.archived is not None:
             self.live.line([("dim", say("archived", opts.lang, path=self.starter.archived))])
@@ -270,6 +256,56 @@ class Launch:
             self.live.line([("dim", say("demo_on", opts.lang))])
         self.live.serve(self.starter.channel, self.rt)
         return self.starter
+
+    def hold(
+        self,
+        *,
+        view_sink: Callable[[Any], None] | None = None,
+        heard: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        """The first part of ``apply``, quick and without the SDK: take the lock, find how the previous
+        run ended, start this run's event log and live state. From here the run is live to every
+        follower; a front end may show it before the rest of ``apply`` (which imports the SDK, seconds)
+        and the runner says it started. Called by ``apply`` when not called before; a second call does
+        nothing. ``abandon`` after it ends the log ``interrupted`` and lets the lock go.
+
+        Raises:
+            UserError: the run dir is held by another run (``RunLocked``), or cannot be written.
+        """
+        from flower_magic.core.live import LiveRun
+        from flower_magic.core.runlock import acquire
+
+        if self.live is not None:
+            return
+        if self.start is None:
+            self.plan()
+        opts = self.opts
+        try:
+            self.lock = acquire(self.rundir.path, front_end=self.front_end, lang=opts.lang)
+        except BaseException:
+            self.abandon()
+            raise
+        self.demo = on_demo_model(opts)
+        try:
+            self.found = found_outcome(self.rundir.path, held=True)
+            if self.found is not None:
+                record_found(self.rundir, self.found)
+            start = dict(start_record(opts, self.front_end), by=self.by, demo=self.demo)
+            if self.found is not None:
+                start["previous"] = self.found.to_record()
+            self.live = LiveRun(
+                self.rundir.path, front_end=self.front_end, start=start, view_sink=view_sink, heard=heard
+            )
+        except BaseException as exc:
+            self._failed(exc)
+            raise
+
+    def _failed(self, exc: BaseException) -> None:
+        """``apply`` went wrong under the lock: the log (if it began) ends ``failed`` with why, the lock goes."""
+        self.error = exc
+        why = str(exc) if isinstance(exc, FlowerError) else f"{type(exc).__name__}: {exc}"
+        self._end(Outcome(Ending.FAILED, why=why, demo=self.demo))
+        self._release()
 
     def _runtime(self) -> Any:
         from flower_magic.core.foreign_writer import OtherWriters

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ import nbformat
 import pytest
 
 from flower_magic.core.rundir import QA_LOG_NAME
+from flower_magic.core.words import say
 from flower_magic.testing import FakeAnthropic, text, tool_use
 from flower_magic.testing.roles import as_role
 from tests.e2e.contrast import low_contrast
@@ -154,3 +157,51 @@ def test_the_live_view_header_badges_sections_and_a_question_answered_by_a_click
     assert rows[0]["step"] == "确认需求"
     log = (root / "proj" / ".flower" / "notes" / QA_LOG_NAME).read_text(encoding="utf-8")
     assert OPTIONS[1] in log  # the click reached the agent as the answer
+
+
+def test_after_a_restart_the_live_view_says_it_no_longer_changes_and_its_buttons_take_no_click(
+    child_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A kernel restart under a background run waiting for an answer left the cell's question card
+    with buttons that looked alive and reached nobody, and a header still "waiting for you" (issue 24,
+    7). JupyterLab drops what the going kernel says last and marks the widgets disconnected: the
+    card's buttons are dimmed and take no click, the card and the header say what to do instead."""
+    root = tmp_path / "root"
+    (root / "proj").mkdir(parents=True)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell('%load_ext flower_magic\n%flower --demo --bg "写一个笔记"')]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, root / "proj" / "bg.ipynb")
+    env = {"PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    try:
+        with running_lab(tmp_path, root, env) as lab, chromium_page(1300, 1000) as page:
+            page.goto(f"{lab.url}/lab/tree/proj/bg.ipynb?token={lab.token}")
+            page.wait_for_selector(".jp-Notebook", state="visible", timeout=60_000)
+            page.wait_for_function("window.jupyterapp && window.jupyterapp.commands.hasCommand('kernelmenu:restart')")
+            page.wait_for_timeout(1500)  # the kernel connects
+            page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+            ask = page.locator(f"{VIEW} .fm-ask")
+            ask.wait_for(state="visible", timeout=120_000)
+            gone, pill = page.locator(f"{VIEW} .fm-ask-gone"), page.locator(f"{VIEW} .fm-header .fm-gone").first
+            assert not gone.is_visible() and not pill.is_visible()  # alive: nothing says it is gone
+            page.evaluate("() => { window.jupyterapp.commands.execute('kernelmenu:restart'); }")
+            page.locator(".jp-Dialog-button.jp-mod-accept").click()
+            gone.wait_for(state="visible", timeout=60_000)
+            assert say("ask_gone", "zh") in gone.inner_text()
+            assert pill.is_visible() and pill.inner_text().strip() == say("run_let_go", "zh")
+            assert not page.locator(f"{VIEW} .fm-header .fm-st-asking").is_visible()  # no "waiting for you"
+            option = ask.locator(".fm-ask-option").first
+            events = option.evaluate("b => getComputedStyle(b.closest('.fm-ask-row')).pointerEvents")
+            assert events == "none"  # a click goes nowhere, as it looks
+            # One pill and line of ours instead of ipywidgets' broken-link icon on every part of the view.
+            before = "es => es.map(e => getComputedStyle(e, '::before').content)"
+            icons = page.eval_on_selector_all(f"{VIEW}, {VIEW} .jupyter-widgets-disconnected", before)
+            assert set(icons) <= {"none", "normal"}, icons
+            page.locator(VIEW).first.screenshot(path=str(SCREENSHOTS / "widget-view-after-restart.png"))
+    finally:
+        subprocess.run(
+            [sys.executable, "-m", "flower_magic.cli", "--stop"],
+            cwd=root / "proj",
+            env={**os.environ, **env, "HOME": str(tmp_path / "home")},
+            capture_output=True,
+        )
