@@ -381,12 +381,12 @@ def test_load_ext_names_a_live_run_and_the_question_it_waits_on(
         front = say("front_background", "zh")
         assert say("load_live_asking", "zh", pid=held.pid, front=front, question="输出到哪里?", n=1) in out
         assert "\x1b" not in out  # the question is text from outside: made printable
-        assert say("continue_hint", "zh") not in out  # the banner's hint gives way to the live run's line
+        assert say("continue_hint", "zh", cmd="%flower") not in out  # the banner's hint gives way to the live run's line
         held.release()
     capsys.readouterr()
     shell.run_line_magic("reload_ext", "flower_magic")
     out = capsys.readouterr().out  # nothing runs now: the banner, with its hint, and no live line
-    assert say("continue_hint", "zh") in out and str(held.pid) not in out
+    assert say("continue_hint", "zh", cmd="%flower") in out and str(held.pid) not in out
 
 
 def test_the_sessions_setting_keeps_its_password_aside(

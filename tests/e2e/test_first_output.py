@@ -145,5 +145,5 @@ def test_the_header_first_bg_at_once_and_a_restart_while_a_question_waits(
     loaded = kernel.run("%load_ext flower_magic")
     front = say("front_background", "zh")
     assert say("load_live_asking", "zh", pid=state.pid, front=front, question=QUESTION, n=1) in loaded.text
-    assert say("live_stop_sent", "zh") in kernel.run("%flower --stop").text
+    assert say("live_stop_sent", "zh", cmd="%flower") in kernel.run("%flower --stop").text
     wait_until(lambda: not live_state(runs).live, "the stopped run's end")  # type: ignore[union-attr]
