@@ -104,8 +104,10 @@ def _warmed() -> None:
         _warming.join()
 
 
-# What the JupyterLab extension renders and acts on (src/magicOutput.ts, PANEL_MIME).
+# What the JupyterLab extension renders and acts on (src/magicOutput.ts, PANEL_MIME); the folder's
+# absolute path goes in the message's transient part (PANEL_TRANSIENT), which no notebook saves.
 PANEL_MIME = "application/vnd.flower-magic.panel+json"
+PANEL_TRANSIENT = "flower_magic_panel"
 
 
 # papermill's --inject-input-path (or --inject-paths) puts the notebook's path, as given on its
@@ -158,7 +160,8 @@ def binding(shell: Any, setting: str = "") -> Binding:
 
 def bound_line(where: Binding, lang: str) -> str:
     """The one line that names a guessed folder, says why, and how to choose another."""
-    return say("bound_to_start", lang, folder=printable(short_path(where.folder)))  # a folder's name may hold escapes
+    # A folder's name may hold escapes. The folder itself: ~/x, or its name (never its whole path).
+    return say("bound_to_start", lang, folder=printable(short_path(where.folder, where.folder)))
 
 
 def _parser() -> MagicArgumentParser:
@@ -355,9 +358,10 @@ class FlowerMagics(Magics):
             check_dir("workspace", here, self._lang())
         except FlowerError as exc:
             raise UsageError(str(exc)) from None
-        ws = str(here)
-        request = {"path": ws, "nonce": uuid.uuid4().hex}
-        shown, lang = printable(ws), self._lang()  # a terminal IPython prints text/plain as it is
+        # A terminal IPython prints text/plain as it is; the folder as the banner says it (a saved
+        # notebook carries no absolute path: that goes in the message's transient part only).
+        shown, lang = printable(short_path(here, here)), self._lang()
+        request = {"nonce": uuid.uuid4().hex, "where": shown}
         # %config FlowerMagics.run_dir: the panel reads the same run dir, when it lies under the folder.
         with contextlib.suppress(ValueError):
             request["run_dir"] = RunDir.at(here, self.run_dir or None).path.relative_to(here).as_posix()
@@ -370,6 +374,7 @@ class FlowerMagics(Magics):
                 "text/plain": say("lab_open_plain", lang, where=shown, command=say("lab_command", lang)),
             },
             raw=True,
+            transient={PANEL_TRANSIENT: {"path": str(here)}},
         )
 
     def _in_jupyter_server_front_end(self) -> bool:
@@ -423,7 +428,8 @@ class FlowerMagics(Magics):
         from flower_magic.core.live import NotLive, post, start_of
 
         if opts.new:
-            raise UsageError(say("live_busy_new", opts.lang, path=opts.rundir.path, stop="%flower --stop"))
+            where = short_path(opts.rundir.path, opts.workspace)
+            raise UsageError(say("live_busy_new", opts.lang, path=where, stop="%flower --stop"))
         # The view speaks the run's language (its start record); these lines are in it too.
         lang = str((start_of(opts.rundir.path) or {}).get("lang") or opts.lang)
         front = say(f"front_{state.front_end}", lang) if state.front_end else "?"
@@ -451,6 +457,7 @@ class FlowerMagics(Magics):
             interactive=bool(getattr(kernel, "_allow_stdin", True)),
             lead=lead,
             goal_checks=list(goal.checks) if goal else (),
+            workspace=opts.workspace,
         )
 
     def _bg(self, opts: GoOptions) -> None:
@@ -498,6 +505,7 @@ class FlowerMagics(Magics):
             # Headless (nbclient, papermill): no widgets, one display updated in place.
             interactive=bool(getattr(kernel, "_allow_stdin", True)),
             window=opts.window or default_window(),
+            workspace=opts.workspace,
         )
         from flower_magic.kernel import Proposals
 

@@ -114,7 +114,7 @@ def status_bundle(
     if facts.waking:
         lines = _head(facts, lang)
     else:
-        where = short_path(facts.workspace)
+        where = short_path(facts.workspace, facts.workspace)  # ~/proj, or the folder's name
         lines = [[("dim", say("fresh", lang, where=where, cmd=cmd))]]
         problem = problem_line(facts, lang)
         if problem:
@@ -190,5 +190,5 @@ def status_of(opts: Any, *, cmd: str = "%flower") -> dict[str, str]:
     verdict = last_verdict(rows)
     checks = list(goal.checks) if goal else []
     marks = check_marks(checks, verdict) if verdict is not None else None
-    told = story(opts.rundir.path, opts.lang, cmd=cmd)
+    told = story(opts.rundir.path, opts.lang, cmd=cmd, base=opts.workspace)
     return status_bundle(facts, checks, marks, rows, opts.lang, cmd=cmd, story=told)

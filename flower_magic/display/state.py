@@ -24,12 +24,13 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from flower_magic.core.events import Event
 from flower_magic.core.printable import printable
 from flower_magic.core.rundir import WORK_STEP, Snapshot
-from flower_magic.core.words import say
+from flower_magic.core.words import say, short_paths_in
 from flower_magic.display import html
 from flower_magic.display.goals import check_states, goal_lines, marks_of, verdict_line
 from flower_magic.display.header import Header, checklist_html, header_html
@@ -45,7 +46,7 @@ from flower_magic.front.phrases import (
     total_line,
     wake_banner,
 )
-from flower_magic.front.view import Shown, shown
+from flower_magic.front.view import Clip, Shown, shown
 
 MAX_TEXT_CHARS = 4000  # one agent message in the live view; the full text stays in the session
 TOOL_INPUT_CHARS = 2000  # the collapsed details of a tool call
@@ -59,7 +60,7 @@ def clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else f"{text[:limit]} …(+{len(text) - limit})"
 
 
-def _tool_details(tool_input: Any) -> str:
+def _tool_details(tool_input: Any, clip: Clip = clip) -> str:
     if tool_input is None:
         return ""
     try:
@@ -164,6 +165,9 @@ class RunState:
             banner), else None.
         log: the log of what comes before the first step (default: ``RunLog()``).
         window: the model's context window in tokens (0: unknown, the header shows no bar).
+        workspace: the run's folder (the notebook's): every path shown is relative to it, or ``~/…``
+            (``core.words.short_path``; the agent's text through ``short_paths_in``), so a saved
+            notebook carries no absolute path. Default: the kernel's working folder.
     """
 
     def __init__(
@@ -176,8 +180,10 @@ class RunState:
         banner_facts: Snapshot | None = None,
         log: RunLog | None = None,
         window: int = 0,
+        workspace: str | Path | None = None,
     ) -> None:
         self.lock = threading.RLock()
+        self.workspace = workspace
         self.lang, self.verbose, self.rounds = lang, verbose, max(0, int(rounds))
         self.window = max(0, int(window))
         self.sections: list[Section] = [Section(0, log=log or RunLog())]
@@ -209,6 +215,10 @@ class RunState:
         self._tools: dict[str, Entry] = {}
         self.changed = True  # anything but the clock changed since the last render
 
+    def clip(self, text: str, limit: int) -> str:
+        """Agent text as this view shows it: paths said relative to the workspace, printable, cut."""
+        return clip(short_paths_in(str(text), self.workspace), limit)
+
     @property
     def log(self) -> RunLog:
         """The log of the section that runs (the newest)."""
@@ -232,7 +242,7 @@ class RunState:
         """Append one phrase line to the log (a notice from the front end, e.g. "archived")."""
         with self.lock:
             if self.ended is None:
-                self._add(Entry([[(style, printable(text)) for style, text in line]]))
+                self._add(Entry([[(style, printable(short_paths_in(text, self.workspace))) for style, text in line]]))
 
     def step_done(self, result: Any) -> None:
         """The result line of a finished step (``StepResult``: ok, num_turns, cost_usd, duration_s)."""
@@ -251,7 +261,7 @@ class RunState:
             error = getattr(result, "error", None)
             if not ok and error:
                 explained = explain_error(str(error), self.lang, cmd="%flower")
-                lines.append(explained or [("dim", "  " + clip(str(error), 300))])
+                lines.append(explained or [("dim", "  " + self.clip(str(error), 300))])
             self._add(Entry(lines))
             if self.section.header is not None:
                 self.section.result, self.section.ok = line, ok
@@ -275,7 +285,10 @@ class RunState:
             if outcome is not None:
                 if outcome.manifest or outcome.cost_usd:
                     cost = outcome.cost_usd or self.cost
-                    self.closing.append(total_line(cost, printable(outcome.manifest) or "-", self.lang))
+                    line = total_line(
+                        cost, outcome.manifest, self.lang, base=self.workspace, run_cost=outcome.run_cost_usd
+                    )
+                    self.closing.append(line)
                 self.closing.extend(ending_lines(outcome, self.lang, cmd))
             self.failed = outcome is not None and not outcome.ok
             self.changed = True
@@ -298,13 +311,13 @@ class RunState:
             self.cost += float(p.get("cost_usd") or 0.0)
             self.changed = True
             return
-        what = shown(ev, lang=self.lang, verbose=self.verbose, width=HEADER_COLS, clip=clip)
+        what = shown(ev, lang=self.lang, verbose=self.verbose, width=HEADER_COLS, clip=self.clip, base=self.workspace)
         if what is None:
             return
         if what.kind == "step":
             self._step(ev, p, what)
         elif what.kind == "tool":
-            entry = Entry(what.lines, kind="tool", details=_tool_details(p.get("input")), sub=what.sub)
+            entry = Entry(what.lines, kind="tool", details=_tool_details(p.get("input"), self.clip), sub=what.sub)
             self._add(entry)
             if not what.sub:
                 self.section.tools += 1
@@ -323,7 +336,7 @@ class RunState:
     def _step(self, ev: Event, p: dict[str, Any], what: Shown) -> None:
         section = Section(
             len(self.sections),
-            name=clip(ev.text, 200),
+            name=self.clip(ev.text, 200),
             index=int(p.get("index") or 0),
             total=int(p.get("total") or 0),
             header=what.lines[0],
@@ -334,7 +347,7 @@ class RunState:
     def _tool_result(self, ev: Event, what: Shown) -> None:
         call = self._tools.get(str(what.key))
         if call is not None and any(s.log.holds(call) for s in self.sections[-2:]):
-            call.details = (call.details + "\n" if call.details else "") + "-> " + clip(ev.text, 600)
+            call.details = (call.details + "\n" if call.details else "") + "-> " + self.clip(ev.text, 600)
             for s in self.sections[-2:]:
                 s.log.touch(call)
             self.changed = True
@@ -344,8 +357,8 @@ class RunState:
     def _ask(self, ev: Event, p: dict[str, Any], what: Shown) -> None:
         key = str(what.key)
         if what.state == "asked" and self.answers_in_place:
-            options = [clip(str(o), 300) for o in p.get("options") or []]
-            self.open_asks[key] = OpenAsk(key, clip(ev.text, 2000), options, self.section.number)
+            options = [self.clip(str(o), 300) for o in p.get("options") or []]
+            self.open_asks[key] = OpenAsk(key, self.clip(ev.text, 2000), options, self.section.number)
             self.changed = True
             return
         self.open_asks.pop(key, None)
