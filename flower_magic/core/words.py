@@ -136,7 +136,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "col_turns": "轮",
         "col_time": "用时",
         "col_attempts": "尝试",
-        "col_resumed": "接上次",
+        "col_resumed": "续接",
         "col_handoffs": "交接",
         "col_context": "上下文",
         "col_error": "原因",
@@ -509,7 +509,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "config_workspace": "运行绑定的文件夹(相对路径 = 在内核启动的目录下);空 = 笔记本所在的文件夹",
         "config_context": "把笔记本的变量、最近的单元格和查看它们的工具给智能体(False = --no-context)",
         "config_sessions": "会话存在哪:postgresql://用户@主机:端口/库(密码另外收着,从不显示);空 = 看 FLOWER_SESSIONS,没有就用运行目录里的 sessions.db",
-        "total_wake": "这次唤醒 ${cost:.4f} · 清单合计 ${run:.4f}({manifest})",
+        "total_wake": "总花费:这次唤醒 ${cost:.4f} · 清单合计 ${run:.4f}({manifest})",
     },
     "en": {
         "wake_head": "<- picking up in {where}",
@@ -631,7 +631,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "col_turns": "turns",
         "col_time": "time",
         "col_attempts": "attempts",
-        "col_resumed": "resumed",
+        "col_resumed": "continued",
         "col_handoffs": "hand-offs",
         "col_context": "context",
         "col_error": "why",
@@ -1007,7 +1007,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "config_workspace": "the folder runs are bound to (relative = under the kernel's starting folder); empty = the notebook's",
         "config_context": "give the agent the notebook's variables, recent cells and tools (False = --no-context)",
         "config_sessions": "where sessions live: postgresql://user@host:port/db (its password is kept aside, never shown); empty = FLOWER_SESSIONS, else the run dir's sessions.db",
-        "total_wake": "this wake ${cost:.4f} · the manifest totals ${run:.4f} ({manifest})",
+        "total_wake": "total: this wake ${cost:.4f} · the manifest's total ${run:.4f} ({manifest})",
     },
 }
 
@@ -1187,8 +1187,10 @@ def tilde(text: str, home: str, kind: type[PurePath] = PurePath) -> str:
 
 
 def cols(text: str) -> int:
-    """Display columns: East Asian wide, full-width and ambiguous characters take two."""
-    return sum(2 if unicodedata.east_asian_width(ch) in "WFA" else 1 for ch in text)
+    """Display columns: East Asian wide and full-width characters take two. Ambiguous ones (``·``,
+    ``—``, ``…``) take one, as terminals and the notebook's monospace font show them (a table row of
+    ``干活·判定#1`` was one column short when ``·`` counted two)."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 
 
 def wait_words(seconds: float, lang: str = "zh") -> str:

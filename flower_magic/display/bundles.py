@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from flower_magic.core.goal import UNVERIFIABLE_RE
-from flower_magic.core.manifest import totals
+from flower_magic.core.manifest import continued_rows, totals
 from flower_magic.core.printable import printable
 from flower_magic.core.rundir import Snapshot
 from flower_magic.core.words import human_elapsed, human_tokens, say, short_path
@@ -60,7 +60,7 @@ def _number(value: Any) -> float:
     return 0.0
 
 
-def _cells(row: Mapping[str, Any], lang: str) -> list[html.Cell]:
+def _cells(row: Mapping[str, Any], lang: str, *, continued: bool) -> list[html.Cell]:
     ok = row.get("ok") is True
     retired = row.get("retired")
     error = "" if ok else printable(str(row.get("error") or ""))
@@ -74,7 +74,7 @@ def _cells(row: Mapping[str, Any], lang: str) -> list[html.Cell]:
         ("", str(int(_number(row.get("num_turns"))))),
         ("", human_elapsed(_number(row.get("duration_s")))),
         ("", str(int(_number(row.get("attempts", 1)))) or "1"),
-        ("", say("yes", lang) if row.get("resumed") is True else ""),
+        ("", say("yes", lang) if continued else ""),
         ("", str(len(retired)) if isinstance(retired, list) and retired else ""),
         ("", human_tokens(context) if context else ""),
         ("dim", error),
@@ -143,9 +143,11 @@ def status_bundle(
             "text/plain": printable(head_text + "\n\n" + html.lines_text(empty) + story_text),
             "text/html": html.wrap(head_html + f'<div class="fm-box">{html.lines_html(empty)}</div>' + story_html),
         }
-    shown = list(rows)[-max(1, max_rows) :]
+    first = max(0, len(rows) - max(1, max_rows))
+    shown = list(rows)[first:]
     headers = [say(f"col_{c}", lang) for c in _COLUMNS]
-    table = [_cells(r, lang) for r in shown]
+    continued = continued_rows(rows)  # over every row: a wake continues a session of a row not shown
+    table = [_cells(r, lang, continued=first + i in continued) for i, r in enumerate(shown)]
     t = totals(rows)
     caption: Line = [("bold", say("rows_head", lang, n=len(shown), total=len(rows)))]
     summary: Line = [

@@ -91,6 +91,10 @@ STYLE = (
     "background:var(--fm-track)}"
     ".flower-magic .fm-fill{display:block;height:100%;min-width:2px;background:var(--fm-accent)}"
     ".flower-magic .fm-fill-warn{background:var(--fm-warn)}"
+    # a narrow notebook (~380 px): the bar shrinks, then the words go under it and wrap, never cut
+    ".flower-magic .fm-ctx{flex-wrap:wrap;min-width:0;max-width:100%}"
+    ".flower-magic .fm-ctx .fm-bar{flex:0 1 8em;min-width:3em}"
+    ".flower-magic .fm-ctx-words{white-space:normal;overflow-wrap:anywhere;min-width:0}"
     # the goal checklist: a badge (mark and word, coloured border) before each check
     ".flower-magic .fm-goals{margin:.3em 0 .5em;font-family:var(--jp-ui-font-family,system-ui,sans-serif);"
     "font-size:var(--jp-ui-font-size1,13px)}"

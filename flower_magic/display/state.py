@@ -12,7 +12,8 @@ Guarantees:
     - Agent text is made printable (``core.printable``: no escape sequence, no control character)
       when it arrives and escaped when rendered; a single text is capped at ``MAX_TEXT_CHARS``.
     - The context the header shows is the main session's of the step that runs (never a judge's or
-      a subagent's); before any arrives, the work session's as the wake banner said it.
+      a subagent's), named for that step: from its start, what that step last reported (the work
+      session's as the wake banner said it), else 0 until it reports.
     - With ``answers_in_place`` (a widget answers questions), a waiting question is in ``open_asks``
       only, not in the log: it is shown once, by the widget; once settled it is one log entry.
 """
@@ -191,6 +192,9 @@ class RunState:
         # The work session's context as the banner says it, until the running step reports its own.
         self.context = banner_facts.work_context if banner_facts is not None else 0
         self.context_step = WORK_STEP if self.context else ""
+        # Each step's last known context: a step that starts shows its own (0 until it reports), never
+        # the step before's under its own name (设定目标 said "确认需求上下文").
+        self._contexts: dict[str, int] = {WORK_STEP: self.context} if self.context else {}
         if banner_facts is not None:
             self.head.append(wake_banner(banner_facts, lang))
             problem = problem_line(banner_facts, lang)
@@ -306,6 +310,7 @@ class RunState:
             self.judging = bool(p.get("judge"))
         if isinstance(p.get("context"), int) and not sub and not self.judging and self.section.header is not None:
             self.context, self.context_step = p["context"], self.section.name
+            self._contexts[self.section.name] = p["context"]
             self.changed = True
         if ev.kind == "result":
             self.cost += float(p.get("cost_usd") or 0.0)
@@ -342,6 +347,7 @@ class RunState:
             header=what.lines[0],
         )
         self.sections.append(section)
+        self.context, self.context_step = self._contexts.get(section.name, 0), section.name
         self.changed = True
 
     def _tool_result(self, ev: Event, what: Shown) -> None:

@@ -123,7 +123,8 @@ def total_line(
 ) -> Line:
     """``总花费 $0.1239 · 清单 runs/manifest.json``: what the run cost and where its rows are (relative to
     ``base``, the workspace: ``short_path``). After a wake the manifest also holds the earlier wakes'
-    rows, so the words say which number is which: ``这次唤醒 $0.1241 · 清单合计 $0.2480(runs/manifest.json)``.
+    rows, so the words say which number is which:
+    ``总花费:这次唤醒 $0.1241 · 清单合计 $0.2480(runs/manifest.json)``.
 
     Args:
         cost: this run's cost (this wake's).
