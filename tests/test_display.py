@@ -170,7 +170,7 @@ def test_banner_bundle_says_what_the_terminal_says() -> None:
     for phrase in ("<- picking up in flower-demo", "brief confirmed", "15 goals", "work context 80.2K", "wake #3"):
         assert phrase in en["text/plain"]
         assert std_html.escape(phrase) in en["text/html"]
-    assert "<style>" in en["text/html"] and 'class="flower-magic"' in en["text/html"]
+    assert "<style>" in en["text/html"] and 'class="flower-magic mathjax_ignore tex2jax_ignore"' in en["text/html"]
 
 
 def test_banner_bundle_problem_line_and_hint() -> None:

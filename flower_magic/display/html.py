@@ -24,6 +24,9 @@ from flower_magic.core.words import cols
 from flower_magic.front.phrases import Line
 
 ROOT_CLASS = "flower-magic"
+# Not typeset as LaTeX: JupyterLab (MathJax 3) and nbconvert / nbviewer (MathJax 2) read two "$" in
+# one text as math, so "这次唤醒 $0.1241 · 清单合计 $0.2480" (or an agent's "$5 and $10") lost its dollars.
+NO_MATH_CLASSES = "mathjax_ignore tex2jax_ignore"
 STYLES = frozenset({"dim", "bold", "head", "ok", "bad", "warn", "note"})
 STYLE = (
     "<style>"
@@ -239,4 +242,4 @@ def table_text(headers: Sequence[str], rows: Sequence[Sequence[Cell]], *, numeri
 
 def wrap(body: str, *, style: bool = True) -> str:
     """``body`` (HTML built here) inside the root element, with the style block first."""
-    return f'<div class="{ROOT_CLASS}">{STYLE if style else ""}{body}</div>'
+    return f'<div class="{ROOT_CLASS} {NO_MATH_CLASSES}">{STYLE if style else ""}{body}</div>'
