@@ -11,6 +11,9 @@ Guarantees:
       parts hold it around all of them to get one consistent snapshot.
     - Agent text is made printable (``core.printable``: no escape sequence, no control character)
       when it arrives and escaped when rendered; a single text is capped at ``MAX_TEXT_CHARS``.
+    - No absolute path under the workspace or the home directory is kept: agent text, tool input and
+      results, errors and the lines added pass ``core.words.short_paths_in`` (``clip``, ``add``), and
+      the total line names the manifest with ``short_path``.
     - The context the header shows is the main session's of the step that runs (never a judge's or
       a subagent's), named for that step: from its start, what that step last reported (the work
       session's as the wake banner said it), else 0 until it reports.
