@@ -953,9 +953,20 @@ def test_the_cell_and_the_terminal_say_no_absolute_path(lang: str, monkeypatch: 
         Event("tool_call", wrote, tool="Write", payload={"id": "t1", "input": {"file_path": wrote}}),
         Event("tool_result", f"File created at: {wrote}", payload={"tool_use_id": "t1", "is_error": True}),
         Event("text", f"I also read /home/jane/.bashrc and {WS}."),
+        Event(
+            "task",
+            "verdict",
+            payload={
+                "kind": "verdict",
+                "verdict": "achieved",
+                "reason": f"{wrote} is there",
+                "round": 1,
+                "checks": [{"check": f"{wrote} 存在", "passed": True}],
+            },
+        ),
     ]
     done = Outcome(Ending.DONE, cost_usd=0.1241, manifest=f"{WS}/runs/manifest.json", run_cost_usd=0.248)
-    v = view(lang=lang, workspace=WS, mode="html")
+    v = view(lang=lang, workspace=WS, mode="html", goal_checks=[f"{wrote} 存在"])
     out = io.StringIO()
     terminal = TerminalView(lang, out=out, workspace=WS)
     for ev in events:
@@ -971,6 +982,11 @@ def test_the_cell_and_the_terminal_say_no_absolute_path(lang: str, monkeypatch: 
     assert "runs/x" in bundle["text/plain"]
     assert say("total_wake", lang, cost=0.1241, run=0.248, manifest="runs/manifest.json") in bundle["text/plain"]
     assert say("total_wake", lang, cost=0.1241, run=0.248, manifest="runs/manifest.json") in printed
+    # --status: the goal checks, the latest verdict's marks and a row's error
+    rows = [row("干活", ok=False, error=f"boom at {WS}/runs/x")]
+    status = status_bundle(facts_at(WS), [f"{wrote} 存在"], [{"check": f"{wrote} 存在", "passed": True}], rows, lang)
+    for shown in status.values():
+        assert WS not in shown and "flower_demo.md 存在" in shown and "boom at runs/x" in shown
 
 
 def test_the_total_line_says_this_wake_and_what_the_manifest_totals() -> None:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from flower_magic.core.goal import UNVERIFIABLE_RE
 from flower_magic.core.manifest import continued_rows, totals
 from flower_magic.core.printable import printable
 from flower_magic.core.rundir import Snapshot
-from flower_magic.core.words import human_elapsed, human_tokens, say, short_path
+from flower_magic.core.words import human_elapsed, human_tokens, say, short_path, short_paths_in
 from flower_magic.display import html
 from flower_magic.display.goals import goal_lines, marks_of
 from flower_magic.front.phrases import Line, problem_line, wake_banner
@@ -60,10 +61,10 @@ def _number(value: Any) -> float:
     return 0.0
 
 
-def _cells(row: Mapping[str, Any], lang: str, *, continued: bool) -> list[html.Cell]:
+def _cells(row: Mapping[str, Any], lang: str, *, continued: bool, base: Path) -> list[html.Cell]:
     ok = row.get("ok") is True
     retired = row.get("retired")
-    error = "" if ok else printable(str(row.get("error") or ""))
+    error = "" if ok else printable(short_paths_in(str(row.get("error") or ""), base))
     if len(error) > ERROR_CHARS:
         error = error[:ERROR_CHARS] + "…"
     context = int(_number(row.get("context")))
@@ -119,8 +120,8 @@ def status_bundle(
         problem = problem_line(facts, lang)
         if problem:
             lines.append(problem)
-    checks = [str(c) for c in goal_checks]
-    marks = marks_of(last_verdict_checks)
+    checks = [short_paths_in(str(c), facts.workspace) for c in goal_checks]
+    marks = {short_paths_in(k, facts.workspace): v for k, v in marks_of(last_verdict_checks).items()}
     if not checks and marks:
         checks = list(marks)
     doubtful = [c for c in checks if UNVERIFIABLE_RE.search(c)]
@@ -147,7 +148,7 @@ def status_bundle(
     shown = list(rows)[first:]
     headers = [say(f"col_{c}", lang) for c in _COLUMNS]
     continued = continued_rows(rows)  # over every row: a wake continues a session of a row not shown
-    table = [_cells(r, lang, continued=first + i in continued) for i, r in enumerate(shown)]
+    table = [_cells(r, lang, continued=first + i in continued, base=facts.workspace) for i, r in enumerate(shown)]
     t = totals(rows)
     caption: Line = [("bold", say("rows_head", lang, n=len(shown), total=len(rows)))]
     summary: Line = [

@@ -203,7 +203,7 @@ class RunState:
             problem = problem_line(banner_facts, lang)
             if problem:
                 self.head.append(problem)
-        self.goals: list[str] = [printable(str(c)) for c in goal_checks]
+        self.goals: list[str] = [self.said(c) for c in goal_checks]
         self.marks: dict[str, bool] = {}
         self.unverifiable: set[str] = set()
         self.verdict: dict[str, Any] | None = None
@@ -225,6 +225,10 @@ class RunState:
     def clip(self, text: str, limit: int) -> str:
         """Agent text as this view shows it: paths said relative to the workspace, printable, cut."""
         return clip(short_paths_in(str(text), self.workspace), limit)
+
+    def said(self, text: object) -> str:
+        """A goal check or a verdict's reason as this view shows it: paths relative, printable."""
+        return printable(short_paths_in(str(text), self.workspace))
 
     @property
     def log(self) -> RunLog:
@@ -249,7 +253,7 @@ class RunState:
         """Append one phrase line to the log (a notice from the front end, e.g. "archived")."""
         with self.lock:
             if self.ended is None:
-                self._add(Entry([[(style, printable(short_paths_in(text, self.workspace))) for style, text in line]]))
+                self._add(Entry([[(style, self.said(text)) for style, text in line]]))
 
     def step_done(self, result: Any) -> None:
         """The result line of a finished step (``StepResult``: ok, num_turns, cost_usd, duration_s)."""
@@ -277,7 +281,7 @@ class RunState:
     def set_goals(self, checks: Sequence[str]) -> None:
         """Replace the goal list (a re-derived 目标.md); marks of unchanged checks are kept."""
         with self.lock:
-            self.goals = [printable(str(c)) for c in checks]
+            self.goals = [self.said(c) for c in checks]
             self.changed = True
 
     def finish(self, outcome: Outcome | None, cmd: str = "%flower") -> None:
@@ -386,15 +390,17 @@ class RunState:
     def _task(self, p: dict[str, Any], what: Shown) -> None:
         if p.get("kind") == "verdict":
             self.verdict = {k: p.get(k) for k in ("verdict", "reason", "round")}
+            if isinstance(self.verdict["reason"], str):
+                self.verdict["reason"] = self.said(self.verdict["reason"])
             self.rounds_seen += 1
             checks = [c for c in p.get("checks") or [] if isinstance(c, Mapping)]
-            marks = {printable(k): v for k, v in marks_of(checks).items()}
+            marks = {self.said(k): v for k, v in marks_of(checks).items()}
             if marks and list(marks) != self.goals:
                 self.goals = list(marks)  # the goal the judge judged is the goal now
             self.marks.update(marks)
             self.changed = True
         if isinstance(p.get("unverifiable"), list):
-            self.unverifiable = {printable(str(c)) for c in p["unverifiable"]}
+            self.unverifiable = {self.said(c) for c in p["unverifiable"]}
             self.changed = True
         if what.lines:
             self._add(Entry(what.lines))
