@@ -27,7 +27,7 @@ from typing import Any, NoReturn
 
 from flower_magic.core.errors import FlowerError, disk_error, logged
 from flower_magic.core.live import heard_line
-from flower_magic.core.words import pick_lang_or_default, say
+from flower_magic.core.words import pick_lang_or_default, say, short_path
 from flower_magic.front.flags import CLI, add_flags, go_options
 from flower_magic.front.launch import Launch, Look, end_on_signals, found_outcome, last_outcome
 from flower_magic.front.options import GoError, GoOptions, NotText, RunDirLink, TaskTooBig, settle_lang
@@ -226,11 +226,11 @@ async def _drive(launch: Launch, view: TerminalView, console: _Console) -> Outco
     return await launch.drive(on_step=view.on_step)
 
 
-def _tell_end(lang: str, cmd: str, view: TerminalView, outcome: Outcome) -> None:
+def _tell_end(lang: str, cmd: str, view: TerminalView, outcome: Outcome, workspace: Path) -> None:
     """The terminal's last lines: the total, then how the run ended and how to continue (stderr when it
     did not end well, so a script sees why)."""
     view.say("", "")
-    view.line(total_line(outcome.cost_usd, outcome.manifest or "-", lang))
+    view.line(total_line(outcome.cost_usd, outcome.manifest, lang, base=workspace, run_cost=outcome.run_cost_usd))
     for line in ending_lines(outcome, lang, cmd):
         if outcome.ok:
             view.line(line)
@@ -350,7 +350,7 @@ def _attach(opts: GoOptions) -> int:
         echo(f"flower: {say('live_no_run', opts.lang)}", err=True)
         return 1
     lang = opts.live_lang()  # the run's language, unless one was asked for
-    view = TerminalView(lang, verbose=opts.verbose)
+    view = TerminalView(lang, verbose=opts.verbose, workspace=opts.workspace)
     view.say("dim", say("live_attached", lang, pid=state.pid, front=say(f"front_{state.front_end}", lang)))
     watch = Watch(rd.path, view, lang)
 
@@ -376,7 +376,7 @@ def _attach(opts: GoOptions) -> int:
         return 0
     # None: its process is gone without a word, which the next start will record as found here.
     outcome = Outcome.from_record(end) if end is not None else found_outcome(rd.path) or Outcome(Ending.KILLED)
-    _tell_end(lang, "flower", view, outcome)
+    _tell_end(lang, "flower", view, outcome, opts.workspace)
     return outcome.exit_code
 
 
@@ -401,7 +401,7 @@ def _run(launch: Launch, *, timeout_given: bool = False, banner_shown: bool = Fa
     person already chose how long questions wait (no hint about it). ``banner_shown``: the wake banner
     was shown before the question that started it (not again)."""
     opts = launch.opts
-    view = TerminalView(opts.lang, verbose=opts.verbose)
+    view = TerminalView(opts.lang, verbose=opts.verbose, workspace=opts.workspace)
     try:  # the lock first: a refused run prints its one line and nothing else
         starter = launch.apply(view_sink=view, heard=lambda record: view.line(heard_line(record, opts.lang)))
     except FlowerError as exc:
@@ -424,7 +424,7 @@ def _run(launch: Launch, *, timeout_given: bool = False, banner_shown: bool = Fa
     if launch.found is not None:
         view.say("dim", say("previous_found", opts.lang, how=launch.found.headline(opts.lang)))
     if starter.archived is not None:
-        view.say("dim", say("archived", opts.lang, path=starter.archived))
+        view.say("dim", say("archived", opts.lang, path=short_path(starter.archived, opts.workspace)))
     console = _Console(view, opts.lang, hint_timeout=not timeout_given and opts.timeout_s > 0)
     old_int = signal.signal(signal.SIGINT, console.on_sigint) if sys.stdin.isatty() else None
     restore = end_on_signals(launch)  # a closed terminal, a kill: the step in flight and the ending recorded
@@ -433,14 +433,14 @@ def _run(launch: Launch, *, timeout_given: bool = False, banner_shown: bool = Fa
     except KeyboardInterrupt:
         echo()
         if launch.outcome is not None:  # ended by a second Ctrl-C (or SIGINT with no terminal): say how
-            _tell_end(opts.lang, launch.cmd, view, launch.outcome)
+            _tell_end(opts.lang, launch.cmd, view, launch.outcome, opts.workspace)
         return 130
     finally:
         restore()
         if old_int is not None:
             with logged(log, "run held"):
                 signal.signal(signal.SIGINT, old_int)
-    _tell_end(opts.lang, launch.cmd, view, outcome)
+    _tell_end(opts.lang, launch.cmd, view, outcome, opts.workspace)
     return outcome.exit_code
 
 

@@ -145,8 +145,10 @@ def _warmed() -> None:
     _warming.join()
 
 
-# What the JupyterLab extension renders and acts on (src/magicOutput.ts, PANEL_MIME).
+# What the JupyterLab extension renders and acts on (src/magicOutput.ts, PANEL_MIME); the folder's
+# absolute path goes in the message's transient part (PANEL_TRANSIENT), which no notebook saves.
 PANEL_MIME = "application/vnd.flower-magic.panel+json"
+PANEL_TRANSIENT = "flower_magic_panel"
 
 
 # papermill's --inject-input-path (or --inject-paths) puts the notebook's path, as given on its
@@ -199,7 +201,8 @@ def binding(shell: Any, setting: str = "") -> Binding:
 
 def bound_line(where: Binding, lang: str) -> str:
     """The one line that names a guessed folder, says why, and how to choose another."""
-    return say("bound_to_start", lang, folder=printable(short_path(where.folder)))  # a folder's name may hold escapes
+    # A folder's name may hold escapes. The folder itself: ~/x, or its name (never its whole path).
+    return say("bound_to_start", lang, folder=printable(short_path(where.folder, where.folder)))
 
 
 def _parser() -> MagicArgumentParser:
@@ -418,9 +421,10 @@ class FlowerMagics(Magics):
             check_dir("workspace", here, self._lang())
         except FlowerError as exc:
             raise UsageError(str(exc)) from None
-        ws = str(here)
-        request = {"path": ws, "nonce": uuid.uuid4().hex}
-        shown, lang = printable(ws), self._lang()  # a terminal IPython prints text/plain as it is
+        # A terminal IPython prints text/plain as it is; the folder as the banner says it (a saved
+        # notebook carries no absolute path: that goes in the message's transient part only).
+        shown, lang = printable(short_path(here, here)), self._lang()
+        request = {"nonce": uuid.uuid4().hex, "where": shown}
         # %config FlowerMagics.run_dir: the panel reads the same run dir, when it lies under the folder.
         with contextlib.suppress(ValueError):
             request["run_dir"] = RunDir.at(here, self.run_dir or None).path.relative_to(here).as_posix()
@@ -433,6 +437,7 @@ class FlowerMagics(Magics):
                 "text/plain": say("lab_open_plain", lang, where=shown, command=say("lab_command", lang)),
             },
             raw=True,
+            transient={PANEL_TRANSIENT: {"path": str(here)}},
         )
 
     def _in_jupyter_server_front_end(self) -> bool:
@@ -488,7 +493,8 @@ class FlowerMagics(Magics):
         from flower_magic.core.live import NotLive, post
 
         if opts.new:
-            raise UsageError(say("live_busy_new", opts.lang, path=opts.rundir.path, stop="%flower --stop"))
+            where = short_path(opts.rundir.path, opts.workspace)
+            raise UsageError(say("live_busy_new", opts.lang, path=where, stop="%flower --stop"))
         # The view speaks the run's language (its start record), unless one was asked for; these lines
         # are in it too.
         lang = opts.live_lang()
@@ -519,6 +525,7 @@ class FlowerMagics(Magics):
             lead=lead,
             lead_ended=lead_ended or (),
             goal_checks=list(goal.checks) if goal else (),
+            workspace=opts.workspace,
         )
 
     def _bg(self, opts: GoOptions) -> None:
@@ -589,6 +596,7 @@ class FlowerMagics(Magics):
             # Headless (nbclient, papermill): no widgets, one display updated in place.
             interactive=bool(getattr(kernel, "_allow_stdin", True)),
             window=opts.window or default_window(),
+            workspace=opts.workspace,
         )
         view.wait_for(say("hdr_wait_agent", lang))
         try:  # the lock before the header: a directory another run holds is one line, and no view

@@ -1,6 +1,9 @@
 """The terminal view of a run: the same phrases as the notebook, printed as lines with ANSI colour.
 
 Guarantees:
+    - No absolute path under the workspace or the home directory is printed: every text passes
+      ``core.words.short_paths_in`` in ``TerminalView.line`` and ``echo`` (``runs/manifest.json``,
+      ``~/x``), whoever built it (the agent's tool calls, a replayed log, an error).
     - Every text printed here passes through ``core.printable.printable`` on its way out: in
       ``TerminalView.line`` (each segment, before the view's own colours are added) and in ``echo``
       (what a front end prints itself). So the model, a file it read, a remark someone sent or an
@@ -17,11 +20,13 @@ import shutil
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any, TextIO
 
 from flower_magic.core.errors import logged
 from flower_magic.core.events import Event
 from flower_magic.core.printable import printable
+from flower_magic.core.words import short_paths_in
 from flower_magic.front.phrases import Line, result_line, status_line
 from flower_magic.front.view import shown
 
@@ -42,8 +47,9 @@ def use_color(stream: TextIO) -> bool:
 
 def echo(text: object = "", *, err: bool = False) -> None:
     """Print one text a front end says itself (an error, a notice) to stdout or (``err``) stderr,
-    made printable: an error may quote a path, a step's error or a model's words."""
-    print(printable(str(text)), file=sys.stderr if err else sys.stdout, flush=True)
+    made printable: an error may quote a path, a step's error or a model's words. Paths are said
+    relative to the working folder (``short_paths_in``)."""
+    print(printable(short_paths_in(str(text))), file=sys.stderr if err else sys.stdout, flush=True)
 
 
 class TerminalView:
@@ -53,10 +59,19 @@ class TerminalView:
         lang: ``zh`` or ``en``.
         verbose: also show subagent text, thinking, successful tool results and system events.
         out: where to print (stdout by default).
+        workspace: the run's folder, which the paths printed are relative to (default: the working folder).
     """
 
-    def __init__(self, lang: str = "zh", *, verbose: bool = False, out: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        lang: str = "zh",
+        *,
+        verbose: bool = False,
+        out: TextIO | None = None,
+        workspace: str | Path | None = None,
+    ) -> None:
         self.lang = lang
+        self.workspace = workspace
         self.verbose = verbose
         self.out = out or sys.stdout
         self.color = use_color(self.out)
@@ -71,7 +86,7 @@ class TerminalView:
     def line(self, segments: Line) -> None:
         """Print one line; its text is made printable here, whoever built it (a heard remark, a
         replayed log line, the wake banner), and only then coloured."""
-        safe = [(s, printable(str(t))) for s, t in segments]
+        safe = [(s, printable(short_paths_in(str(t), self.workspace))) for s, t in segments]
         if self.color:
             text = "".join(f"\x1b[{_SGR[s]}m{t}\x1b[0m" if _SGR.get(s) else t for s, t in safe)
         else:
@@ -100,7 +115,7 @@ class TerminalView:
         if ev.kind == "result":
             self.cost += float(p.get("cost_usd") or 0.0)
             return
-        what = shown(ev, lang=self.lang, verbose=self.verbose, width=self.width(), clip=_clip)
+        what = shown(ev, lang=self.lang, verbose=self.verbose, width=self.width(), clip=_clip, base=self.workspace)
         if what is None:
             return
         lines = what.lines

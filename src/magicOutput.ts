@@ -11,31 +11,38 @@ export const PANEL_MIME = 'application/vnd.flower-magic.panel+json';
 /** Ahead of text/plain (120) and the other standard renderers. */
 const RANK = 40;
 
+/** Where the kernel puts the notebook's absolute directory: the message's transient part. */
+export const PANEL_TRANSIENT = 'flower_magic_panel';
+
 /**
- * `{path, nonce, run_dir?}`: the notebook's absolute directory as the kernel sees it, a per-output id,
- * and the run dir relative to that directory when `%config FlowerMagics.run_dir` (or `-r`) moved it.
+ * `{nonce, where, run_dir?}` in the output's data: a per-output id, the folder as people read it
+ * (`~/proj`, as the banner says it), and the run dir relative to that folder when
+ * `%config FlowerMagics.run_dir` (or `-r`) moved it. The folder's absolute path (`path`) comes in
+ * the message's transient part, which a notebook does not save: a shared notebook carries no
+ * absolute path. An output saved by an older version has `path` in its data.
  */
 export interface IPanelRequest {
   path: string;
   nonce: string;
+  where?: string;
   runDir?: string;
 }
 
-export function asPanelRequest(data: unknown): IPanelRequest | null {
+export function asPanelRequest(data: unknown, transient?: unknown): IPanelRequest | null {
   const value = data as (Partial<IPanelRequest> & { run_dir?: unknown }) | null;
-  if (
-    !value ||
-    typeof value !== 'object' ||
-    typeof value.path !== 'string' ||
-    typeof value.nonce !== 'string' ||
-    value.nonce === ''
-  ) {
+  if (!value || typeof value !== 'object' || typeof value.nonce !== 'string' || value.nonce === '') {
     return null;
   }
-  const runDir = typeof value.run_dir === 'string' && value.run_dir !== '' ? value.run_dir : undefined;
-  return runDir === undefined
-    ? { path: value.path, nonce: value.nonce }
-    : { path: value.path, nonce: value.nonce, runDir };
+  const told = (transient as any)?.[PANEL_TRANSIENT]?.path;
+  const path = typeof told === 'string' ? told : typeof value.path === 'string' ? value.path : '';
+  const request: IPanelRequest = { path, nonce: value.nonce };
+  if (typeof value.where === 'string' && value.where !== '') {
+    request.where = value.where;
+  }
+  if (typeof value.run_dir === 'string' && value.run_dir !== '') {
+    request.runDir = value.run_dir;
+  }
+  return request;
 }
 
 /**
@@ -63,8 +70,11 @@ export function relativeToRoot(
   return d.startsWith(r + '/') ? d.slice(r.length + 1) : null;
 }
 
-/** Where a request points, for people: `/folder` under the root, else the kernel's absolute path. */
+/** Where a request points, for people: as the kernel said it; an older output's `/folder` under the root. */
 function shown(request: IPanelRequest): string {
+  if (request.where !== undefined) {
+    return request.where;
+  }
   const rel = relativeToRoot(request.path);
   return rel === null ? request.path : `/${rel}`;
 }
@@ -140,8 +150,9 @@ export class PanelRequests {
     if (kind !== 'display_data' && kind !== 'execute_result') {
       return; // an update_display_data changes an output that was already new once
     }
-    const request = asPanelRequest((msg.content as any)?.data?.[PANEL_MIME]);
-    if (!request || this.handled.has(request.nonce)) {
+    const content = msg.content as any;
+    const request = asPanelRequest(content?.data?.[PANEL_MIME], content?.transient);
+    if (!request || request.path === '' || this.handled.has(request.nonce)) {
       return;
     }
     const ours = ctx.session?.kernel?.clientId;

@@ -26,7 +26,7 @@ from flower_magic.core.brief import Brief
 from flower_magic.core.goal import Goal
 from flower_magic.core.human import TIMEOUT_TEXT
 from flower_magic.core.project import project_key
-from flower_magic.core.words import say
+from flower_magic.core.words import say, short_path
 from flower_magic.front.outcome import Ending, Outcome
 from flower_magic.stores.sqlite import SqliteSessionStore
 from flower_magic.testing import FakeAnthropic, Request, hang, text, tool_use
@@ -753,7 +753,7 @@ def test_a_person_edit_survives_is_told_and_reaches_the_model(
     if kept:
         (aside,) = asides
         assert aside.read_bytes() == data
-        told = say("note_kept", "zh", name=note, aside=aside)
+        told = say("note_kept", "zh", name=note, aside=short_path(aside, workspace))
     else:
         assert asides == [] and path.read_bytes() == data
         told = say("note_edited", "zh", name=note)

@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 import pytest
+import wcwidth
 
 import flower_magic.display as display
 from flower_magic.core.events import Event
@@ -31,7 +32,7 @@ from flower_magic.display.log import RunLog
 from flower_magic.display.run import WIDGET_MIME, pick_mode
 from flower_magic.display.state import RunState
 from flower_magic.front.outcome import Ending, Outcome
-from flower_magic.front.phrases import plain, result_line, step_header, wake_banner
+from flower_magic.front.phrases import plain, result_line, step_header, total_line, wake_banner
 from flower_magic.terminal import TerminalView
 
 SCRIPT = "<script>alert(1)</script>"
@@ -168,14 +169,14 @@ def test_banner_bundle_says_what_the_terminal_says() -> None:
     zh = banner_bundle(FACTS, "zh")
     assert set(zh) == {"text/plain", "text/html"}
     assert zh["text/plain"] == plain(wake_banner(FACTS, "zh"))
-    for phrase in ("<- 在 /tmp/flower-demo 接上上次", "需求已确认", "目标 15 条", "干活上下文 80.2K", "第 3 次唤醒"):
+    for phrase in ("<- 在 flower-demo 接上上次", "需求已确认", "目标 15 条", "干活上下文 80.2K", "第 3 次唤醒"):
         assert phrase in zh["text/plain"]
         assert std_html.escape(phrase) in zh["text/html"]
     en = banner_bundle(FACTS, "en")
-    for phrase in ("<- picking up in /tmp/flower-demo", "brief confirmed", "15 goals", "work context 80.2K", "wake #3"):
+    for phrase in ("<- picking up in flower-demo", "brief confirmed", "15 goals", "work context 80.2K", "wake #3"):
         assert phrase in en["text/plain"]
         assert std_html.escape(phrase) in en["text/html"]
-    assert "<style>" in en["text/html"] and 'class="flower-magic"' in en["text/html"]
+    assert "<style>" in en["text/html"] and 'class="flower-magic mathjax_ignore tex2jax_ignore"' in en["text/html"]
 
 
 def test_banner_bundle_problem_line_and_hint() -> None:
@@ -188,9 +189,9 @@ def test_banner_bundle_problem_line_and_hint() -> None:
 
 
 def test_banner_bundle_escapes_the_workspace_path() -> None:
-    bundle = banner_bundle(facts_at(f"/tmp/{SCRIPT}"), "zh")
+    bundle = banner_bundle(facts_at(f"/tmp/{IMG}"), "zh")
     assert_safe(bundle["text/html"], expect_evil=False)
-    assert std_html.escape(SCRIPT) in bundle["text/html"]
+    assert std_html.escape(IMG) in bundle["text/html"]
 
 
 def row(step: str, *, ok: bool = True, cost: float = 0.01, **extra: Any) -> dict[str, Any]:
@@ -971,3 +972,108 @@ def test_the_terminal_and_the_notebook_say_the_same_for_every_event(lang: str) -
             words = "".join(text for _, text in line).strip().rstrip("-").strip()
             assert words in printed, (ev.kind, words)
             assert words in notebook, (ev.kind, words)
+
+
+# -- issue 24: paths, the continued column, the context's step, the total after a wake ------------------
+
+WS = "/srv/flower-ws"  # outside the home directory: said relative to itself, or by its name
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_the_cell_and_the_terminal_say_no_absolute_path(lang: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 24, item 3: the [Write] line, its details, the tool's result, a step's error and the total
+    line named the workspace's absolute path, so a saved notebook carried it (and the home directory)."""
+    monkeypatch.setenv("HOME", "/home/jane")
+    wrote = f"{WS}/flower_demo.md"
+    events = [
+        Event("step", "干活", payload={"index": 3, "total": 3}),
+        Event("tool_call", wrote, tool="Write", payload={"id": "t1", "input": {"file_path": wrote}}),
+        Event("tool_result", f"File created at: {wrote}", payload={"tool_use_id": "t1", "is_error": True}),
+        Event("text", f"I also read /home/jane/.bashrc and {WS}."),
+        Event(
+            "task",
+            "verdict",
+            payload={
+                "kind": "verdict",
+                "verdict": "achieved",
+                "reason": f"{wrote} is there",
+                "round": 1,
+                "checks": [{"check": f"{wrote} 存在", "passed": True}],
+            },
+        ),
+    ]
+    done = Outcome(Ending.DONE, cost_usd=0.1241, manifest=f"{WS}/runs/manifest.json", run_cost_usd=0.248)
+    v = view(lang=lang, workspace=WS, mode="html", goal_checks=[f"{wrote} 存在"])
+    out = io.StringIO()
+    terminal = TerminalView(lang, out=out, workspace=WS)
+    for ev in events:
+        v.sink(ev)
+        terminal(ev)
+    v.on_step(None, FakeResult(ok=False, error=f"Permission denied: {WS}/runs/x"))
+    v.close(done)
+    terminal.line(total_line(done.cost_usd, done.manifest, lang, base=WS, run_cost=done.run_cost_usd))
+    bundle, printed = v.bundle(), out.getvalue()
+    for shown in (bundle["text/plain"], bundle["text/html"], printed):
+        assert WS not in shown and "/home/jane" not in shown
+        assert "* [Write] flower_demo.md" in shown and "~/.bashrc" in shown
+    assert "runs/x" in bundle["text/plain"]
+    assert say("total_wake", lang, cost=0.1241, run=0.248, manifest="runs/manifest.json") in bundle["text/plain"]
+    assert say("total_wake", lang, cost=0.1241, run=0.248, manifest="runs/manifest.json") in printed
+    # --status: the goal checks, the latest verdict's marks and a row's error
+    rows = [row("干活", ok=False, error=f"boom at {WS}/runs/x")]
+    status = status_bundle(facts_at(WS), [f"{wrote} 存在"], [{"check": f"{wrote} 存在", "passed": True}], rows, lang)
+    for shown in status.values():
+        assert WS not in shown and "flower_demo.md 存在" in shown and "boom at runs/x" in shown
+
+
+def test_the_total_line_says_this_wake_and_what_the_manifest_totals() -> None:
+    """Issue 24, item 10: after a wake the total line covered that wake while the manifest totalled
+    the run, with nothing to tell the two apart."""
+    first = plain(total_line(0.1239, "/w/runs/manifest.json", "zh", base="/w", run_cost=0.1239))
+    assert first == say("total", "zh", cost=0.1239, manifest="runs/manifest.json")
+    woke = plain(total_line(0.1241, "/w/runs/manifest.json", "en", base="/w", run_cost=0.248))
+    assert woke == say("total_wake", "en", cost=0.1241, run=0.248, manifest="runs/manifest.json")
+    record = Outcome(Ending.DONE, cost_usd=0.1241, run_cost_usd=0.248).to_record()
+    assert Outcome.from_record(record).run_cost_usd == 0.248  # --status and a follower say it too
+
+
+def test_the_header_names_the_step_whose_context_it_shows() -> None:
+    """Issue 24, item 10: during 设定目标 the header said "确认需求上下文 4.8K" (the last step's)."""
+    s = RunState("zh", window=200_000)
+    s.feed(Event("step", "确认需求", payload={"index": 1, "total": 3}))
+    s.feed(Event("text", "?", payload={"context": 4800}))
+    assert (s.header().context_step, s.header().context) == ("确认需求", 4800)
+    s.feed(Event("step", "设定目标", payload={"index": 2, "total": 3}))
+    assert (s.header().context_step, s.header().context) == ("设定目标", 0)
+    assert say("hdr_context", "zh", step="设定目标", ctx="0", window="200K") in s.header_html()
+    s.feed(Event("text", "## 目标", payload={"context": 4600}))
+    assert (s.header().context_step, s.header().context) == ("设定目标", 4600)
+    # Waking: the work session's context as the banner said it, from the work step's start.
+    woke = RunState("zh", window=200_000, banner_facts=facts_at())
+    woke.feed(Event("step", "确认需求", payload={"index": 1, "total": 3}))
+    assert (woke.header().context_step, woke.header().context) == ("确认需求", 0)
+    woke.feed(Event("step", "干活", payload={"index": 3, "total": 3}))
+    assert (woke.header().context_step, woke.header().context) == ("干活", 80200)
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_the_status_table_lines_up_and_marks_every_continued_row(lang: str) -> None:
+    """Issue 24, item 10: a ``干活·判定#1`` row was one column short in text (``·`` counted two), and
+    the continued column was blank for a wake's rows, which the panel marks ↻."""
+    rows = [
+        row("确认需求", session_id="c"),
+        row("干活", session_id="w"),
+        row("干活·判定#1", session_id="j"),
+        row("确认需求", session_id="c"),  # the wake continues each session
+        row("干活", session_id="w"),
+        row("干活·判定#2", session_id="j2", resumed=True),  # a retry after an outage
+    ]
+    text = status_bundle(FACTS, [], None, rows, lang)["text/plain"]
+    table = [ln for ln in text.splitlines() if ln.startswith(("确认需求", "干活"))]
+    assert len(table) == len(rows)
+    # The ok column starts at the same column on every row, as a terminal counts them (wcwidth, which
+    # prompt_toolkit brings with IPython: ``·`` takes one column there).
+    marks = {wcwidth.wcswidth(ln[: ln.index(" + ")]) for ln in table}
+    assert len(marks) == 1, table
+    yes = say("yes", lang)
+    assert [yes in ln.split("$", 1)[1] for ln in table] == [False, False, False, True, True, True]

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from flower_magic.core.entries import is_session_id
+from flower_magic.core.words import short_path
 from flower_magic.testing import FakeAnthropic
 from flower_magic.testing.demo import DEMO_FILE
 from tests.helpers import wait_until
@@ -179,7 +180,7 @@ def test_a_read_only_workspace_is_one_line(env: dict[str, str], small_fs: Callab
     done = flower(ws, env, TASK)
     assert done.returncode == 1
     line = one_line(done.stderr)
-    assert str(ws) in line and ("not writable" in line or "read-only" in line)
+    assert short_path(ws, ws) in line and ("not writable" in line or "read-only" in line)
     assert list(ws.iterdir()) == []
 
 
@@ -192,7 +193,7 @@ def test_a_full_disk_before_the_run_is_one_line_and_touches_nothing(
     done = flower(ws, env, TASK)
     assert done.returncode == 1
     line = one_line(done.stderr)
-    assert str(ws) in line and "nearly full" in line
+    assert short_path(ws, ws) in line and "nearly full" in line
     assert tree(ws) == before
 
 

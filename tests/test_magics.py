@@ -190,10 +190,10 @@ def test_a_guessed_folder_is_the_first_line_shown_and_said_once(
     capsys.readouterr()
     fresh_shell.extension_manager.reload_extension("flower_magic")  # %load_ext in a fresh kernel
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == say("bound_to_start", "zh", folder=short_path(start))
+    assert lines[0] == say("bound_to_start", "zh", folder=short_path(start, start))
     assert say("continue_hint", "zh", cmd="%flower") in lines[1:]  # then the wake banner, as before
     assert fresh_shell.run_cell("%flower --status").error_in_exec is None
-    assert say("bound_to_start", "zh", folder=short_path(start)) not in capsys.readouterr().out
+    assert say("bound_to_start", "zh", folder=short_path(start, start)) not in capsys.readouterr().out
 
 
 def test_the_workspace_setting_binds_the_banner_status_and_panel(
@@ -206,11 +206,12 @@ def test_the_workspace_setting_binds_the_banner_status_and_panel(
     capsys.readouterr()
     fresh_shell.extension_manager.reload_extension("flower_magic")
     loaded = capsys.readouterr().out
-    assert str(chosen) in loaded and say("bound_to_start", "zh", folder="") not in loaded
+    named = say("wake_head", "zh", where="chosen")  # the folder as a person reads it: outside ~, its name
+    assert named in loaded and say("bound_to_start", "zh", folder="") not in loaded
     assert fresh_shell.run_cell("%flower --status").error_in_exec is None
-    assert str(chosen) in capsys.readouterr().out
+    assert named in capsys.readouterr().out
     assert fresh_shell.run_cell("%flower --panel").error_in_exec is None
-    assert str(chosen) in capsys.readouterr().out  # the panel's line names the chosen folder
+    assert say("panel_elsewhere", "zh", where="chosen") in capsys.readouterr().out  # the chosen folder
     assert not (tmp_path / "started" / "runs").exists()
 
 
@@ -236,8 +237,7 @@ def test_panel_outside_jupyterlab_says_where_the_run_can_be_seen(
     capsys.readouterr()
     assert fresh_shell.run_cell("%flower --panel").error_in_exec is None
     out = capsys.readouterr().out
-    start = tmp_path / "started"
-    assert say("panel_elsewhere", "zh", where=start) in out
+    assert say("panel_elsewhere", "zh", where="started") in out  # outside the home directory: its name
     assert say("lab_command", "zh") not in out
 
 
@@ -280,7 +280,7 @@ def test_a_mistake_on_a_live_run_is_one_usage_error_and_writes_nothing(
         assert snapshot(workspace) == before
     message = _one_usage_error(result, capsys)
     if key == "live_busy_new":
-        assert message == say("live_busy_new", "zh", path=runs, stop="%flower --stop")
+        assert message == say("live_busy_new", "zh", path="runs", stop="%flower --stop")
     else:
         assert message.startswith(say("live_stop_alone", "zh", extra="")[:10])
 
@@ -381,7 +381,8 @@ def test_load_ext_names_a_live_run_and_the_question_it_waits_on(
         front = say("front_background", "zh")
         assert say("load_live_asking", "zh", pid=held.pid, front=front, question="输出到哪里?", n=1) in out
         assert "\x1b" not in out  # the question is text from outside: made printable
-        assert say("continue_hint", "zh", cmd="%flower") not in out  # the banner's hint gives way to the live run's line
+        hint = say("continue_hint", "zh", cmd="%flower")
+        assert hint not in out  # the banner's hint gives way to the live run's line
         held.release()
     capsys.readouterr()
     shell.run_line_magic("reload_ext", "flower_magic")

@@ -26,7 +26,7 @@ def test_wake_state_says_what_each_field_means(workspace: Path, lang: str) -> No
     facts = wake_state(workspace, run_dir="runs")
     shown = facts.describe(lang)
     lines = shown.splitlines()
-    assert lines[0] == say("facts_head", lang, folder=short_path(workspace), run_dir="runs")
+    assert lines[0] == say("facts_head", lang, folder=short_path(workspace, workspace), run_dir="runs")
     meaning = {ln.split("=", 1)[0].strip(): ln.split("  # ", 1)[1] for ln in lines[1:]}
     assert meaning == {
         "woke": say("facts_woke", lang, next=3),

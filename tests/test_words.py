@@ -6,6 +6,9 @@ import ast
 import pathlib
 import re
 import string
+from pathlib import Path, PurePath, PurePosixPath, PureWindowsPath
+
+import pytest
 
 from flower_magic.core import words
 
@@ -171,3 +174,118 @@ def test_config_help_is_said_in_flower_lang() -> None:
         env = {**os.environ, "FLOWER_LANG": lang}
         out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env)
         assert out.stdout.strip() == words.say("config_sessions", lang)
+
+
+# -- paths a person reads (issue 24, item 3) ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "base", "home", "kind", "shown"),
+    [
+        ("/w/runs/manifest.json", "/w", "/home/jane", PurePosixPath, "runs/manifest.json"),
+        ("/home/jane/proj/runs", "/home/jane/proj", "/home/jane", PurePosixPath, "runs"),
+        ("/home/jane/proj", "/home/jane/proj", "/home/jane", PurePosixPath, "~/proj"),  # the workspace itself
+        ("/srv/proj", "/srv/proj", "/home/jane", PurePosixPath, "proj"),  # ... outside the home: its name
+        ("/home/jane/other/x", "/home/jane/proj", "/home/jane", PurePosixPath, "~/other/x"),
+        ("/srv/data/runs", "/home/jane/proj", "/home/jane", PurePosixPath, "/srv/data/runs"),  # outside both
+        ("/w2/x", "/w", "/home/jane", PurePosixPath, "/w2/x"),  # a prefix is not a parent
+        ("/srv/x", "/", "/home/jane", PurePosixPath, "/srv/x"),  # a base at the root names nothing
+        (
+            r"C:\Users\Jane\proj\runs\manifest.json",
+            r"c:\users\jane\proj",
+            r"C:\Users\Jane",
+            PureWindowsPath,
+            r"runs\manifest.json",
+        ),
+        (r"C:\Users\Jane\proj", r"C:\Users\Jane\proj", r"C:\Users\Jane", PureWindowsPath, "~\\proj"),
+        (r"D:\data\x", r"C:\Users\Jane\proj", r"C:\Users\Jane", PureWindowsPath, r"D:\data\x"),
+    ],
+)
+def test_a_path_is_said_relative_to_the_workspace_or_the_home(
+    path: str, base: str, home: str, kind: type[PurePath], shown: str
+) -> None:
+    """Issue 24, item 3: the cell's [Write] lines, total line, archive line and ``--panel`` named
+    absolute paths, so every saved notebook showed its author's home directory."""
+    assert words.shown_path(path, base, home, kind) == shown
+
+
+def test_a_path_that_is_a_link_is_named_as_itself(tmp_path: Path) -> None:
+    """``short_path`` must not resolve the path it names: a refused link is the link, not its target."""
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "runs").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    assert words.short_path(tmp_path / "runs", tmp_path, "/home/jane") == "runs"
+    assert words.short_path(tmp_path / "runs" / "x.json", tmp_path, "/home/jane") == "runs/x.json"
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("* [Write] /w/proj/flower_demo.md", "* [Write] flower_demo.md"),
+        ('"file_path": "/w/proj/a b.md",', '"file_path": "a b.md",'),
+        ("File created successfully at: /w/proj/d/e.py (file", "File created successfully at: d/e.py (file"),
+        ("cd /w/proj && ls /w/proj/", "cd . && ls ./"),
+        ("read /home/jane/.pgpass and /home/jane", "read ~/.pgpass and ~"),
+        (
+            "/w/proj2/x /w/proj.bak /x/w/proj/y http://h/w/proj/z",
+            "/w/proj2/x /w/proj.bak /x/w/proj/y http://h/w/proj/z",
+        ),
+    ],
+)
+def test_paths_in_the_agents_text_are_said_the_same_way(text: str, shown: str) -> None:
+    """A tool call's input and result, the agent's words and a step's error quote absolute paths."""
+    assert words.short_paths_in(text, "/w/proj", "/home/jane") == shown
+
+
+# Keyword fields of the phrases that name a path, and the (phrase, field) pairs among them that do not.
+PATH_FIELDS = {"path", "manifest", "folder", "run_dir", "real", "target", "aside", "parent", "point", "where"}
+NOT_PATHS = {("sessions_unreachable", "where")}  # a PostgreSQL address (its password taken out)
+SAYERS = {"short_path", "short_paths_in", "said_path"}  # the one way (and its forms for text, for a run's ctx)
+
+
+def _through_sayer(expr: ast.expr, said: set[str]) -> bool:
+    """``expr`` is built by a path sayer: a call of one, or a name only ever assigned from one."""
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) in SAYERS:
+            return True
+        if isinstance(node, ast.Name) and node.id in said:
+            return True
+    return False
+
+
+def _names_said(func: ast.AST) -> set[str]:
+    """The names that every assignment in ``func`` gives a value built by a path sayer."""
+    good: dict[str, bool] = {}
+    for node in ast.walk(func):
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            pairs: list[tuple[ast.expr, ast.expr]] = [(target, node.value)]
+            if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+                pairs = list(zip(target.elts, node.value.elts, strict=False))
+            for name, value in pairs:
+                if isinstance(name, ast.Name):  # ``x = short_path(p)`` then ``x = printable(x)`` is good
+                    so_far = {n for n, ok in good.items() if ok}
+                    good[name.id] = good.get(name.id, True) and _through_sayer(value, so_far)
+    return {name for name, ok in good.items() if ok}
+
+
+def test_every_path_a_phrase_names_goes_through_short_path() -> None:
+    """Issue 24, item 3: each front end once formatted paths its own way (``str(path)``), and the
+    notebook's cells kept the absolute ones. A ``say(..., path=p)`` with a path not said by
+    ``short_path`` (or ``short_paths_in``, ``said_path``) fails here."""
+    bad = []
+    for file in sorted((ROOT / "flower_magic").rglob("*.py")):
+        tree = ast.parse(file.read_text(encoding="utf-8"))
+        for func in ast.walk(tree):
+            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            said = _names_said(func)
+            for call in ast.walk(func):
+                if not isinstance(call, ast.Call) or getattr(call.func, "id", getattr(call.func, "attr", "")) != "say":
+                    continue
+                first = call.args[0] if call.args else None
+                key = first.value if isinstance(first, ast.Constant) else None
+                for kw in call.keywords:
+                    if kw.arg in PATH_FIELDS and (key, kw.arg) not in NOT_PATHS and not _through_sayer(kw.value, said):
+                        bad.append(f"{file.relative_to(ROOT)}:{call.lineno}: {key} {kw.arg}={ast.unparse(kw.value)}")
+    assert bad == []

@@ -66,14 +66,14 @@ class PathError(UserError, OSError):
     """
 
     def __init__(self, role: str, path: Path, reason: str, lang: str = "") -> None:
-        from flower_magic.core.words import pick_lang_or_default, say
+        from flower_magic.core.words import pick_lang_or_default, say, short_path
 
         self.role = role
         self.path = path
         lang = pick_lang_or_default(lang)
         shown_role = say("role_workspace" if role == "workspace" else "role_run_dir", lang)
         flag = "-w/--workspace" if role == "workspace" else "-r/--run-dir"
-        super().__init__(say("path_unusable", lang, path=path, role=shown_role, reason=reason, flag=flag))
+        super().__init__(say("path_unusable", lang, path=short_path(path), role=shown_role, reason=reason, flag=flag))
 
 
 @contextlib.contextmanager
@@ -99,11 +99,12 @@ class DiskError(FlowerError, OSError):
     """
 
     def __init__(self, exc: OSError, lang: str = "") -> None:
-        from flower_magic.core.words import pick_lang_or_default, say
+        from flower_magic.core.words import pick_lang_or_default, say, short_path
 
         self.path = str(exc.filename or "")
         why = exc.strerror or type(exc).__name__
-        super().__init__(say("disk_error", pick_lang_or_default(lang), path=self.path or "?", why=why))
+        shown = short_path(self.path) if self.path else "?"
+        super().__init__(say("disk_error", pick_lang_or_default(lang), path=shown, why=why))
 
 
 def disk_error(exc: BaseException, lang: str = "") -> DiskError | None:
@@ -128,7 +129,7 @@ class NotAFile(UserError, OSError):
     """
 
     def __init__(self, path: Path, lang: str = "") -> None:
-        from flower_magic.core.words import pick_lang_or_default, say
+        from flower_magic.core.words import pick_lang_or_default, say, short_path
 
         lang = pick_lang_or_default(lang)
         try:
@@ -136,7 +137,7 @@ class NotAFile(UserError, OSError):
         except OSError:
             mode = 0
         self.path = path
-        super().__init__(say("not_a_file", lang, path=path, kind=say(kind_of(mode), lang)))
+        super().__init__(say("not_a_file", lang, path=short_path(path), kind=say(kind_of(mode), lang)))
 
 
 class LinkRefused(UserError, OSError):
@@ -150,7 +151,7 @@ class LinkRefused(UserError, OSError):
     """
 
     def __init__(self, path: Path, lang: str = "", *, key: str = "link_refused") -> None:
-        from flower_magic.core.words import pick_lang_or_default, say
+        from flower_magic.core.words import pick_lang_or_default, say, short_path, short_paths_in
 
         self.path = path
         try:
@@ -158,10 +159,10 @@ class LinkRefused(UserError, OSError):
         except OSError:
             self.target = ""
         # A link's text comes from whoever made it (a cloned repository): no escape reaches a terminal.
-        shown = self.target if self.target.isprintable() else ascii(self.target)
-        real = os.path.realpath(path)
+        shown = short_paths_in(self.target) if self.target.isprintable() else ascii(self.target)
+        real = short_path(os.path.realpath(path))
         real = real if real.isprintable() else ascii(real)
-        super().__init__(say(key, pick_lang_or_default(lang), path=path, target=shown or "?", real=real))
+        super().__init__(say(key, pick_lang_or_default(lang), path=short_path(path), target=shown or "?", real=real))
 
 
 class RunLocked(UserError):
@@ -248,14 +249,14 @@ def check_dir(role: str, path: Path, lang: str = "") -> None:
 
     The nearest existing ancestor decides when ``path`` does not exist yet.
     """
-    from flower_magic.core.words import pick_lang_or_default, say
+    from flower_magic.core.words import pick_lang_or_default, say, short_path
 
     lang = pick_lang_or_default(lang)
     here = path
     while not os.path.lexists(here) and here.parent != here:
         here = here.parent
     if not here.is_dir():
-        reason = say("reason_file", lang) if here == path else say("reason_under_file", lang, parent=here)
+        reason = say("reason_file", lang) if here == path else say("reason_under_file", lang, parent=short_path(here))
         raise PathError(role, path, reason, lang)
     if not os.access(here, os.W_OK | os.X_OK):
         raise PathError(role, path, say("reason_not_writable", lang), lang)

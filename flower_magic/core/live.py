@@ -494,7 +494,7 @@ def post(run_dir: Path, op: str, *, text: str = "", ask_id: str = "", source: st
             surrogate, or an inbox that is not a folder (``LinkRefused``: a symbolic link). Nothing
             is written then.
     """
-    from flower_magic.core.words import pick_lang_or_default, say
+    from flower_magic.core.words import pick_lang_or_default, say, short_path
 
     lang = pick_lang_or_default(lang)
     if op not in OPS:
@@ -506,12 +506,12 @@ def post(run_dir: Path, op: str, *, text: str = "", ask_id: str = "", source: st
         raise UserError(say("live_not_text", lang, at=at + 1))
     state = live_state(run_dir)
     if state is None or not state.live:
-        raise NotLive(say("live_none", lang, path=str(run_dir)))
+        raise NotLive(say("live_none", lang, path=short_path(run_dir)))
     box = run_dir / INBOX_NAME
     if os.path.islink(box):  # a cloned runs/inbox -> elsewhere: the message would be written there
         raise LinkRefused(box, lang)
     if os.path.lexists(box) and not box.is_dir():
-        raise UserError(say("live_inbox_not_dir", lang, path=str(box)))
+        raise UserError(say("live_inbox_not_dir", lang, path=short_path(box)))
     message = {"op": op, "text": text, "id": ask_id, "from": source if source in SOURCES else "api", "t": time.time()}
     name = f"{time.time_ns():020d}-{os.getpid()}-{secrets.token_hex(3)}.json"
     path = box / name

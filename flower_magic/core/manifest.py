@@ -143,6 +143,22 @@ def totals(rows: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     return sum_totals(map(row_totals, rows))
 
 
+def continued_rows(rows: Iterable[Mapping[str, Any]]) -> set[int]:
+    """The positions of the rows that continued an earlier session instead of starting one: a retry
+    after an outage (``resumed``), or a session an earlier row already used (the next round, a
+    wake). That is what "continued" means to a person; ``resumed`` alone is only the outage retry.
+    The panel's column says the same (``src/table.ts``, ``continuedRows``)."""
+    seen: set[str] = set()
+    found: set[int] = set()
+    for i, row in enumerate(rows):
+        session = row.get("session_id")
+        if row.get("resumed") is True or (isinstance(session, str) and session in seen):
+            found.add(i)
+        if isinstance(session, str):
+            seen.add(session)
+    return found
+
+
 def read_rows(
     run_dir: str | os.PathLike[str], *, attempts: int = READ_ATTEMPTS, pause_s: float = READ_PAUSE_S
 ) -> list[dict[str, Any]]:

@@ -326,7 +326,7 @@ class Snapshot:
         lang = pick_lang_or_default(lang)
         ws = self.rundir.workspace
         run = self.rundir.path
-        where = run.relative_to(ws).as_posix() if run.is_relative_to(ws) else short_path(run)
+        where = short_path(run, ws)
         rows = [
             ("woke", say("facts_woke", lang, next=self.woke + 1) if self.woke else say("facts_woke_none", lang)),
             ("steps", say("facts_steps", lang) if self.steps else say("facts_steps_none", lang)),
@@ -345,7 +345,7 @@ class Snapshot:
         shown = {name: f"{name} = {values[name]}" for name, _ in rows}
         # One column for the meanings (cols: Chinese step names take two each), past the short values only.
         width = max(cols(text) for text in shown.values() if cols(text) <= DESCRIBE_ALIGN_COLS)
-        lines = [say("facts_head", lang, folder=short_path(ws), run_dir=where)]
+        lines = [say("facts_head", lang, folder=short_path(ws, ws), run_dir=where)]
         lines += [f"  {shown[name]}{' ' * max(0, width - cols(shown[name]))}  # {meaning}" for name, meaning in rows]
         return printable("\n".join(lines))  # printed as it is: the folder's name may hold anything
 

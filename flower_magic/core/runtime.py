@@ -73,7 +73,7 @@ from flower_magic.core.result import (
 from flower_magic.core.rundir import RunDir
 from flower_magic.core.storage import SESSIONS_ENV, RunStore, default_store
 from flower_magic.core.succession import Succession, Turn, check_model
-from flower_magic.core.words import pick_lang_or_default
+from flower_magic.core.words import pick_lang_or_default, short_path
 
 log = logging.getLogger(__name__)
 
@@ -526,7 +526,8 @@ class Runtime:
             self._persist()
             if self.persist_error is not None:
                 why = self.persist_error.strerror or type(self.persist_error).__name__
-                text = self.say("manifest_unwritten", path=self.manifest_path, step=result.step, why=why)
+                where = short_path(self.manifest_path, self.workspace)
+                text = self.say("manifest_unwritten", path=where, step=result.step, why=why)
                 emit(on_event, Event("notice", text, payload={"manifest_error": why}))
         return result
 

@@ -34,7 +34,7 @@ from flower_magic.core import lineage as lineage_file
 from flower_magic.core.durable import write_atomic
 from flower_magic.core.errors import UserError
 from flower_magic.core.redaction import remember
-from flower_magic.core.words import say
+from flower_magic.core.words import say, short_path
 
 SESSIONS_ENV = "FLOWER_SESSIONS"
 # The run dir's files this module owns (``core.rundir.RunDir`` names them from here): the default
@@ -213,9 +213,8 @@ class StoreMismatch(UserError, ValueError):
         from flower_magic.core.words import pick_lang_or_default
 
         self.recorded, self.chosen = recorded, chosen
-        super().__init__(
-            say("sessions_mismatch", pick_lang_or_default(lang), path=run_dir, recorded=recorded, chosen=chosen)
-        )
+        lang, where = pick_lang_or_default(lang), short_path(run_dir)
+        super().__init__(say("sessions_mismatch", lang, path=where, recorded=recorded, chosen=chosen))
 
 
 def recorded_store(run_dir: Path) -> StoreLocation | None:
@@ -254,7 +253,7 @@ def choose_store(run_dir: Path, setting: str | None, lang: str = "") -> StoreLoc
         db = Path(run_dir) / SESSIONS_DB
         has_local = db.is_file() and (Path(run_dir) / lineage_file.FILENAME).is_file()
         if has_local and not chosen.is_default:
-            raise StoreMismatch(run_dir, f"{SQLITE} ({db})", chosen.redacted, lang)
+            raise StoreMismatch(run_dir, f"{SQLITE} ({short_path(db)})", chosen.redacted, lang)
         return chosen
     if recorded != chosen:
         raise StoreMismatch(run_dir, recorded.redacted, chosen.redacted, lang)

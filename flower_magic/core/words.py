@@ -13,6 +13,7 @@ spelled anywhere else (a test holds it). Both tables have the same keys (a test 
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import string
@@ -145,7 +146,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "col_turns": "轮",
         "col_time": "用时",
         "col_attempts": "尝试",
-        "col_resumed": "接上次",
+        "col_resumed": "续接",
         "col_handoffs": "交接",
         "col_context": "上下文",
         "col_error": "原因",
@@ -534,6 +535,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "stepname_judge": "{step}·判定#{n}",
         "stepname_round": "{step}#round{n}",
         "stepname_retry": "{step}#retry{n}",
+        "total_wake": "总花费:这次唤醒 ${cost:.4f} · 清单合计 ${run:.4f}({manifest})",
     },
     "en": {
         "wake_head": "<- picking up in {where}",
@@ -662,7 +664,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "col_turns": "turns",
         "col_time": "time",
         "col_attempts": "attempts",
-        "col_resumed": "resumed",
+        "col_resumed": "continued",
         "col_handoffs": "hand-offs",
         "col_context": "context",
         "col_error": "why",
@@ -1054,6 +1056,7 @@ _TEXTS: dict[str, dict[str, str]] = {
         "stepname_judge": "{step} · judge #{n}",
         "stepname_round": "{step} · round {n}",
         "stepname_retry": "{step} · retry {n}",
+        "total_wake": "total: this wake ${cost:.4f} · the manifest's total ${run:.4f} ({manifest})",
     },
 }
 
@@ -1163,10 +1166,96 @@ def human_elapsed(seconds: float) -> str:
     return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
 
 
-def short_path(path: str | Path, home: str | None = None) -> str:
-    """``~/x/y`` for a path under the home directory, else the absolute path."""
-    text = str(Path(path).expanduser().resolve())
-    return tilde(text, home if home is not None else os.path.expanduser("~"), PurePath)
+def short_path(path: str | Path, base: str | Path | None = None, home: str | None = None) -> str:
+    """How a path is shown to a person, the one way every view says a path (a saved notebook is shared:
+    it must not carry its author's absolute paths). ``runs/manifest.json`` under ``base``; ``~/x/y``
+    elsewhere under the home directory; ``base`` itself as ``~/x`` (or, outside the home directory,
+    its name); the absolute path only for what lies outside both.
+
+    Args:
+        path: the path (a relative one is taken from the process's folder).
+        base: the folder the person works in: the workspace (a notebook's folder, the folder a
+            terminal runs flower in). Default: the process's working folder.
+        home: the home directory (default ``~``).
+    """
+    home = home if home is not None else os.path.expanduser("~")
+    # abspath, not resolve: a path that is a symbolic link is named as itself, not as its target.
+    text = os.path.abspath(os.path.expanduser(path))
+    try:
+        roots = [os.path.abspath(os.path.expanduser(base))] if base is not None else [os.getcwd()]
+    except OSError:  # a working folder that was removed: no base to be relative to
+        return tilde(text, home, PurePath)
+    roots.append(os.path.realpath(roots[0]))  # a base reached through a link, as its path's owner resolved it
+    for root in dict.fromkeys(roots):
+        shown = shown_path(text, root, home, PurePath)
+        if not PurePath(shown).is_absolute():
+            return shown
+    return shown
+
+
+def shown_path(text: str, base: str, home: str, kind: type[PurePath] = PurePath) -> str:
+    """``short_path`` on absolute, resolved paths, in the path flavour ``kind`` (testable for Windows)."""
+    path, root = kind(text), kind(base)
+    if root == kind(root.anchor):
+        return tilde(text, home, kind)  # a base at the root of a drive: every path would be "under" it
+    if path == root:
+        shown = tilde(text, home, kind)
+        return shown if shown != text else (path.name or text)
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return tilde(text, home, kind)
+
+
+def short_paths_in(text: str, base: str | Path | None = None, home: str | None = None) -> str:
+    """``text`` (the agent's words, a tool's input or result, an error) with every absolute path under
+    ``base`` or the home directory said as ``short_path`` says it: ``/w/runs/x`` -> ``runs/x``,
+    ``/w`` -> ``.``, ``/home/me/y`` -> ``~/y``. A longer name that only starts the same (``/w2``),
+    or one inside another path or an address, is left as it is.
+
+    Args:
+        text: any text.
+        base: as ``short_path``'s (default: the process's working folder).
+        home: the home directory (default ``~``).
+    """
+    home = home if home is not None else os.path.expanduser("~")
+    try:
+        root = os.path.abspath(os.path.expanduser(base)) if base is not None else os.getcwd()
+    except OSError:  # a working folder that was removed
+        root = ""
+    roots = (root, os.path.realpath(root)) if root else ()
+    for folder, pattern, alone in _path_patterns(roots, home):
+        if folder in text:
+            text = pattern.sub(functools.partial(_shorter, alone), text)
+    return text
+
+
+def _shorter(alone: str, match: re.Match[str]) -> str:
+    # The base and its separator go ("runs/x"); the home is said as "~" before its separator.
+    if not match["sep"]:
+        return alone
+    return alone + match["sep"] if alone == "~" else ""
+
+
+@functools.lru_cache(maxsize=32)
+def _path_patterns(roots: tuple[str, ...], home: str) -> tuple[tuple[str, re.Pattern[str], str], ...]:
+    """(spelling, pattern, shown alone) for the base (as given and resolved), then the home: the base
+    first, as it is usually under the home. A folder at the root of a drive is never rewritten (every
+    path would be under it)."""
+    found: list[tuple[str, re.Pattern[str], str]] = []
+    for folder, alone in [*((r, ".") for r in roots), (home, "~")]:
+        if not folder or PurePath(folder) == PurePath(PurePath(folder).anchor):
+            continue
+        for spelled in (folder.rstrip("/\\"), PurePath(folder).as_posix().rstrip("/")):
+            if any(spelled == seen for seen, _, _ in found):
+                continue
+            # Not inside another path or an address; ``sep``: the separator and the rest of a path
+            # under it follow ("/x" -> "x" for the base, "~/x" for the home); else the folder alone.
+            pattern = re.compile(
+                rf"(?<![\w.~/\\-]){re.escape(spelled)}(?:(?P<sep>[/\\](?=[^\s\"'`,;:)\]}}]))|(?![\w\-]|\.\w))"
+            )
+            found.append((spelled, pattern, alone))
+    return tuple(found)
 
 
 def tilde(text: str, home: str, kind: type[PurePath] = PurePath) -> str:
@@ -1187,8 +1276,10 @@ def tilde(text: str, home: str, kind: type[PurePath] = PurePath) -> str:
 
 
 def cols(text: str) -> int:
-    """Display columns: East Asian wide, full-width and ambiguous characters take two."""
-    return sum(2 if unicodedata.east_asian_width(ch) in "WFA" else 1 for ch in text)
+    """Display columns: East Asian wide and full-width characters take two. Ambiguous ones (``·``,
+    ``—``, ``…``) take one, as terminals and the notebook's monospace font show them (a table row of
+    ``干活·判定#1`` was one column short when ``·`` counted two)."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 
 
 def wait_words(seconds: float, lang: str = "zh") -> str:
@@ -1206,7 +1297,7 @@ def run_locked_line(
     Args:
         path: the lock file (``<run_dir>/run.lock``); the line names its run dir.
     """
-    where = str(Path(path).parent)
+    where = short_path(Path(path).parent)
     if pid is None:
         return say("run_locked_unknown", lang, path=where)
     known = front_end if front_end in ("notebook", "terminal", "api", "background") else "api"
@@ -1245,4 +1336,4 @@ def session_busy_line(session_id: str, path: Path, *, pids: tuple[int, ...], wai
 def network_fs_line(run_dir: str | Path, fstype: str, point: str, lang: str = "zh") -> str:
     """The one notice a run in a run dir on a network filesystem gives: what flower does there and why,
     and how to avoid it."""
-    return say("network_fs", lang, run_dir=run_dir, fstype=fstype, point=point or run_dir)
+    return say("network_fs", lang, run_dir=short_path(run_dir), fstype=fstype, point=short_path(point or run_dir))

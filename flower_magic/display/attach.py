@@ -126,6 +126,7 @@ def follow(
     lead_ended: Sequence[Line] = (),
     goal_checks: Sequence[str] = (),
     poll_s: float | None = None,
+    workspace: Path | None = None,
 ) -> Attached:
     """Show the run of ``run_dir`` in the current cell and follow it in the background.
 
@@ -140,6 +141,7 @@ def follow(
             tells how to follow the run would no longer be true); fewer lines leave the rest as they are.
         goal_checks: the checks of the directory's 目标.md (the view marks them as the judge rules).
         poll_s: how often the log is looked at (default ``core.live.POLL_S``).
+        workspace: the run's folder: the paths shown are relative to it.
 
     Returns:
         The view and its watch; the caller need not keep it.
@@ -160,6 +162,7 @@ def follow(
         # Re-rendered more often than a cell's own run: the kernel is idle, and what a follower sees
         # already waited for the log (bench/bench_live.py measures the whole way).
         interval_s=FOLLOW_RENDER_S,
+        workspace=workspace,
     )
     led = [view.line(line) for line in lead]
     restated = list(zip(led, lead_ended, strict=False))

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from flower_magic.core.goal import UNVERIFIABLE_RE
-from flower_magic.core.manifest import totals
+from flower_magic.core.manifest import continued_rows, totals
 from flower_magic.core.printable import printable
 from flower_magic.core.rundir import Snapshot
-from flower_magic.core.words import human_elapsed, human_tokens, say, short_path, step_name
+from flower_magic.core.words import human_elapsed, human_tokens, say, short_path, short_paths_in, step_name
 from flower_magic.display import html
 from flower_magic.display.goals import goal_lines, marks_of
 from flower_magic.front.phrases import Line, problem_line, wake_banner
@@ -61,10 +62,10 @@ def _number(value: Any) -> float:
     return 0.0
 
 
-def _cells(row: Mapping[str, Any], lang: str) -> list[html.Cell]:
+def _cells(row: Mapping[str, Any], lang: str, *, continued: bool, base: Path) -> list[html.Cell]:
     ok = row.get("ok") is True
     retired = row.get("retired")
-    error = "" if ok else printable(str(row.get("error") or ""))
+    error = "" if ok else printable(short_paths_in(str(row.get("error") or ""), base))
     if len(error) > ERROR_CHARS:
         error = error[:ERROR_CHARS] + "…"
     context = int(_number(row.get("context")))
@@ -75,7 +76,7 @@ def _cells(row: Mapping[str, Any], lang: str) -> list[html.Cell]:
         ("", str(int(_number(row.get("num_turns"))))),
         ("", human_elapsed(_number(row.get("duration_s")))),
         ("", str(int(_number(row.get("attempts", 1)))) or "1"),
-        ("", say("yes", lang) if row.get("resumed") is True else ""),
+        ("", say("yes", lang) if continued else ""),
         ("", str(len(retired)) if isinstance(retired, list) and retired else ""),
         ("", human_tokens(context) if context else ""),
         ("dim", error),
@@ -116,14 +117,14 @@ def status_bundle(
     if facts.waking:
         lines = _head(facts, lang)
     else:
-        where = short_path(facts.workspace)
+        where = short_path(facts.workspace, facts.workspace)  # ~/proj, or the folder's name
         # A clarification cut short is not a fresh folder: the next plain start continues it.
         lines = [[("dim", say("cut_short" if facts.cut_short else "fresh", lang, where=where, cmd=cmd))]]
         problem = problem_line(facts, lang)
         if problem:
             lines.append(problem)
-    checks = [str(c) for c in goal_checks]
-    marks = marks_of(last_verdict_checks)
+    checks = [short_paths_in(str(c), facts.workspace) for c in goal_checks]
+    marks = {short_paths_in(k, facts.workspace): v for k, v in marks_of(last_verdict_checks).items()}
     if not checks and marks:
         checks = list(marks)
     doubtful = [c for c in checks if UNVERIFIABLE_RE.search(c)]
@@ -146,9 +147,11 @@ def status_bundle(
             "text/plain": printable(head_text + "\n\n" + html.lines_text(empty) + story_text),
             "text/html": html.wrap(head_html + f'<div class="fm-box">{html.lines_html(empty)}</div>' + story_html),
         }
-    shown = list(rows)[-max(1, max_rows) :]
+    first = max(0, len(rows) - max(1, max_rows))
+    shown = list(rows)[first:]
     headers = [say(f"col_{c}", lang) for c in _COLUMNS]
-    table = [_cells(r, lang) for r in shown]
+    continued = continued_rows(rows)  # over every row: a wake continues a session of a row not shown
+    table = [_cells(r, lang, continued=first + i in continued, base=facts.workspace) for i, r in enumerate(shown)]
     t = totals(rows)
     caption: Line = [("bold", say("rows_head", lang, n=len(shown), total=len(rows)))]
     summary: Line = [
@@ -194,6 +197,6 @@ def status_of(opts: Any, *, cmd: str = "%flower") -> dict[str, str]:
     verdict = last_verdict(rows)
     checks = list(goal.checks) if goal else []
     marks = check_marks(checks, verdict) if verdict is not None else None
-    told = story(opts.rundir.path, opts.lang, cmd=cmd)
+    told = story(opts.rundir.path, opts.lang, cmd=cmd, base=opts.workspace)
     here = typed_in(opts.rundir.path, cmd)
     return status_bundle(facts, checks, marks, rows, opts.lang, cmd=here, story=told)

@@ -113,7 +113,8 @@ def _context(h: Header, lang: str) -> str:
             f'<span class="fm-fill{warn}" style="width:{share * 100:.1f}%"></span></span>'
         )
     tip = html.esc(say("hdr_context_tip", lang))
-    return f'<span class="fm-hitem fm-ctx" title="{tip}">{bar}<span>{html.esc(words)}</span></span>'
+    shown = f'<span class="fm-ctx-words">{html.esc(words)}</span>'
+    return f'<span class="fm-hitem fm-ctx" title="{tip}">{bar}{shown}</span>'
 
 
 def header_html(h: Header, lang: str, *, live: bool = False) -> str:

@@ -25,6 +25,9 @@ from flower_magic.core.words import cols
 from flower_magic.front.phrases import Line
 
 ROOT_CLASS = "flower-magic"
+# Not typeset as LaTeX: JupyterLab (MathJax 3) and nbconvert / nbviewer (MathJax 2) read two "$" in
+# one text as math, so "这次唤醒 $0.1241 · 清单合计 $0.2480" (or an agent's "$5 and $10") lost its dollars.
+NO_MATH_CLASSES = "mathjax_ignore tex2jax_ignore"
 STYLES = frozenset({"dim", "bold", "head", "ok", "bad", "warn", "note"})
 STYLE = (
     "<style>"
@@ -93,6 +96,10 @@ STYLE = (
     "background:var(--fm-track)}"
     ".flower-magic .fm-fill{display:block;height:100%;min-width:2px;background:var(--fm-accent)}"
     ".flower-magic .fm-fill-warn{background:var(--fm-warn)}"
+    # a narrow notebook (~380 px): the bar shrinks, then the words go under it and wrap, never cut
+    ".flower-magic .fm-ctx{flex-wrap:wrap;min-width:0;max-width:100%}"
+    ".flower-magic .fm-ctx .fm-bar{flex:0 1 8em;min-width:3em}"
+    ".flower-magic .fm-ctx-words{white-space:normal;overflow-wrap:anywhere;min-width:0}"
     # the goal checklist: a badge (mark and word, coloured border) before each check
     ".flower-magic .fm-goals{margin:.3em 0 .5em;font-family:var(--jp-ui-font-family,system-ui,sans-serif);"
     "font-size:var(--jp-ui-font-size1,13px)}"
@@ -332,4 +339,4 @@ def table_text(headers: Sequence[str], rows: Sequence[Sequence[Cell]], *, numeri
 
 def wrap(body: str, *, style: bool = True) -> str:
     """``body`` (HTML built here) inside the root element, with the style block first."""
-    return f'<div class="{ROOT_CLASS}">{STYLE if style else ""}{body}</div>'
+    return f'<div class="{ROOT_CLASS} {NO_MATH_CLASSES}">{STYLE if style else ""}{body}</div>'

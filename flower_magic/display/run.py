@@ -33,6 +33,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flower_magic.core.errors import logged
@@ -96,6 +97,7 @@ class RunView:
         mode: force ``widget``, ``html`` or ``terminal`` (default: ``pick_mode``).
         interval_s: the shortest time between two re-renders.
         window: the model's context window in tokens (the header's context bar; 0 shows no bar).
+        workspace: the run's folder: the paths shown are relative to it (``RunState``).
     """
 
     def __init__(
@@ -110,11 +112,18 @@ class RunView:
         mode: str | None = None,
         interval_s: float = RENDER_INTERVAL_S,
         window: int = 0,
+        workspace: str | Path | None = None,
     ) -> None:
         if mode is not None and mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; choose one of: {', '.join(MODES)}")
         self.state = RunState(
-            lang, verbose=verbose, rounds=rounds, goal_checks=goal_checks, banner_facts=banner_facts, window=window
+            lang,
+            verbose=verbose,
+            rounds=rounds,
+            goal_checks=goal_checks,
+            banner_facts=banner_facts,
+            window=window,
+            workspace=workspace,
         )
         self.mode = mode or pick_mode(interactive=interactive)
         self.renders = 0
@@ -131,7 +140,7 @@ class RunView:
         if self.mode == "terminal":
             from flower_magic.terminal import TerminalView
 
-            self._terminal = TerminalView(lang, verbose=verbose)
+            self._terminal = TerminalView(lang, verbose=verbose, workspace=workspace)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         if self.mode != "terminal":

@@ -16,8 +16,12 @@ Guarantees:
     - A judge's round is one log entry (``kind="judge"``) from its header to its verdict: what the
       judge says and does in between goes into it (shown folded under the ruling in HTML, in order in
       text), so its ruling never reads as the worker's words.
+    - No absolute path under the workspace or the home directory is kept: agent text, tool input and
+      results, errors and the lines added pass ``core.words.short_paths_in`` (``clip``, ``add``), and
+      the total line names the manifest with ``short_path``.
     - The context the header shows is the main session's of the step that runs (never a judge's or
-      a subagent's); before any arrives, the work session's as the wake banner said it.
+      a subagent's), named for that step: from its start, what that step last reported (the work
+      session's as the wake banner said it), else 0 until it reports.
     - With ``answers_in_place`` (a widget answers questions), a waiting question is in ``open_asks``
       only, not in the log: it is shown once, by the widget; once settled it is one log entry.
 """
@@ -29,12 +33,13 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from flower_magic.core.events import Event
 from flower_magic.core.printable import printable
 from flower_magic.core.rundir import WORK_STEP, Snapshot
-from flower_magic.core.words import say, step_name
+from flower_magic.core.words import say, short_paths_in, step_name
 from flower_magic.display import html
 from flower_magic.display.goals import check_states, goal_lines, marks_of, verdict_line
 from flower_magic.display.header import Header, checklist_html, header_html
@@ -50,7 +55,7 @@ from flower_magic.front.phrases import (
     total_line,
     wake_banner,
 )
-from flower_magic.front.view import Shown, shown
+from flower_magic.front.view import Clip, Shown, shown
 
 MAX_TEXT_CHARS = 4000  # one agent message in the live view; the full text stays in the session
 TOOL_INPUT_CHARS = 2000  # the collapsed details of a tool call
@@ -66,7 +71,7 @@ def clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else f"{text[:limit]} …(+{len(text) - limit})"
 
 
-def _tool_details(tool_input: Any) -> str:
+def _tool_details(tool_input: Any, clip: Clip = clip) -> str:
     if tool_input is None:
         return ""
     try:
@@ -171,6 +176,9 @@ class RunState:
             banner), else None.
         log: the log of what comes before the first step (default: ``RunLog()``).
         window: the model's context window in tokens (0: unknown, the header shows no bar).
+        workspace: the run's folder (the notebook's): every path shown is relative to it, or ``~/…``
+            (``core.words.short_path``; the agent's text through ``short_paths_in``), so a saved
+            notebook carries no absolute path. Default: the kernel's working folder.
     """
 
     def __init__(
@@ -183,8 +191,10 @@ class RunState:
         banner_facts: Snapshot | None = None,
         log: RunLog | None = None,
         window: int = 0,
+        workspace: str | Path | None = None,
     ) -> None:
         self.lock = threading.RLock()
+        self.workspace = workspace
         self.lang, self.verbose, self.rounds = lang, verbose, max(0, int(rounds))
         self.window = max(0, int(window))
         self.sections: list[Section] = [Section(0, log=log or RunLog())]
@@ -192,12 +202,15 @@ class RunState:
         # The work session's context as the banner says it, until the running step reports its own.
         self.context = banner_facts.work_context if banner_facts is not None else 0
         self.context_step = WORK_STEP if self.context else ""
+        # Each step's last known context: a step that starts shows its own (0 until it reports), never
+        # the step before's under its own name (设定目标 said "确认需求上下文").
+        self._contexts: dict[str, int] = {WORK_STEP: self.context} if self.context else {}
         if banner_facts is not None:
             self.head.append(wake_banner(banner_facts, lang))
             problem = problem_line(banner_facts, lang)
             if problem:
                 self.head.append(problem)
-        self.goals: list[str] = [printable(str(c)) for c in goal_checks]
+        self.goals: list[str] = [self.said(c) for c in goal_checks]
         self.marks: dict[str, bool] = {}
         self.unverifiable: set[str] = set()
         self.verdict: dict[str, Any] | None = None
@@ -218,6 +231,14 @@ class RunState:
         self.changed = True  # anything but the clock changed since the last render
         self.waiting = ""  # what the run waits for before its first event (the header says it)
         self.let_go_at: float | None = None  # the view stopped following a run that goes on (``let_go``)
+
+    def clip(self, text: str, limit: int) -> str:
+        """Agent text as this view shows it: paths said relative to the workspace, printable, cut."""
+        return clip(short_paths_in(str(text), self.workspace), limit)
+
+    def said(self, text: object) -> str:
+        """A goal check or a verdict's reason as this view shows it: paths relative, printable."""
+        return printable(short_paths_in(str(text), self.workspace))
 
     @property
     def log(self) -> RunLog:
@@ -246,7 +267,7 @@ class RunState:
         with self.lock:
             if self.ended is not None:
                 return None
-            entry = Entry([[(style, printable(text)) for style, text in line]])
+            entry = Entry([[(style, self.said(text)) for style, text in line]])
             self._add(entry)
             return entry
 
@@ -256,7 +277,7 @@ class RunState:
         with self.lock:
             for section in self.sections:
                 if section.log.holds(entry):
-                    entry.lines = [[(style, printable(text)) for style, text in line]]
+                    entry.lines = [[(style, self.said(text)) for style, text in line]]
                     section.log.touch(entry)
                     self.changed = True
                     return
@@ -278,7 +299,7 @@ class RunState:
             error = getattr(result, "error", None)
             if not ok and error:
                 explained = explain_error(str(error), self.lang, cmd="%flower")
-                lines.append(explained or [("dim", "  " + clip(str(error), 300))])
+                lines.append(explained or [("dim", "  " + self.clip(str(error), 300))])
             self._judge = None
             self._add(Entry(lines))
             if self.section.header is not None:
@@ -288,7 +309,7 @@ class RunState:
     def set_goals(self, checks: Sequence[str]) -> None:
         """Replace the goal list (a re-derived 目标.md); marks of unchanged checks are kept."""
         with self.lock:
-            self.goals = [printable(str(c)) for c in checks]
+            self.goals = [self.said(c) for c in checks]
             self.changed = True
 
     def finish(self, outcome: Outcome | None, cmd: str = "%flower") -> None:
@@ -304,7 +325,10 @@ class RunState:
             if outcome is not None:
                 if outcome.manifest or outcome.cost_usd:
                     cost = outcome.cost_usd or self.cost
-                    self.closing.append(total_line(cost, printable(outcome.manifest) or "-", self.lang))
+                    line = total_line(
+                        cost, outcome.manifest, self.lang, base=self.workspace, run_cost=outcome.run_cost_usd
+                    )
+                    self.closing.append(line)
                 self.closing.extend(ending_lines(outcome, self.lang, cmd))
             self.failed = outcome is not None and not outcome.ok
             self.changed = True
@@ -337,12 +361,13 @@ class RunState:
             self.judging = bool(p.get("judge"))
         if isinstance(p.get("context"), int) and not sub and not self.judging and self.section.header is not None:
             self.context, self.context_step = p["context"], self.section.name
+            self._contexts[self.section.name] = p["context"]
             self.changed = True
         if ev.kind == "result":
             self.cost += float(p.get("cost_usd") or 0.0)
             self.changed = True
             return
-        what = shown(ev, lang=self.lang, verbose=self.verbose, width=HEADER_COLS, clip=clip)
+        what = shown(ev, lang=self.lang, verbose=self.verbose, width=HEADER_COLS, clip=self.clip, base=self.workspace)
         if what is None:
             return
         if what.kind == "step":
@@ -356,7 +381,8 @@ class RunState:
                 self._judge = entry
         elif what.kind == "tool":
             tool = clip(ev.tool or "", 100)
-            entry = Entry(what.lines, kind="tool", details=_tool_details(p.get("input")), sub=what.sub, tool=tool)
+            details = _tool_details(p.get("input"), self.clip)
+            entry = Entry(what.lines, kind="tool", details=details, sub=what.sub, tool=tool)
             self._put(entry)
             if not what.sub:
                 self.section.tools += 1
@@ -388,18 +414,19 @@ class RunState:
     def _step(self, ev: Event, p: dict[str, Any], what: Shown) -> None:
         section = Section(
             len(self.sections),
-            name=clip(ev.text, 200),
+            name=self.clip(ev.text, 200),
             index=int(p.get("index") or 0),
             total=int(p.get("total") or 0),
             header=what.lines[0],
         )
         self.sections.append(section)
+        self.context, self.context_step = self._contexts.get(section.name, 0), section.name
         self.changed = True
 
     def _tool_result(self, ev: Event, what: Shown) -> None:
         call = self._tools.get(str(what.key))
         if call is not None and any(s.log.holds(call) for s in self.sections[-2:]):
-            call.details = (call.details + "\n" if call.details else "") + "-> " + clip(ev.text, 600)
+            call.details = (call.details + "\n" if call.details else "") + "-> " + self.clip(ev.text, 600)
             for s in self.sections[-2:]:
                 s.log.touch(call)
             self.changed = True
@@ -409,8 +436,8 @@ class RunState:
     def _ask(self, ev: Event, p: dict[str, Any], what: Shown) -> None:
         key = str(what.key)
         if what.state == "asked" and self.answers_in_place:
-            options = [clip(str(o), 300) for o in p.get("options") or []]
-            self.open_asks[key] = OpenAsk(key, clip(ev.text, 2000), options, self.section.number)
+            options = [self.clip(str(o), 300) for o in p.get("options") or []]
+            self.open_asks[key] = OpenAsk(key, self.clip(ev.text, 2000), options, self.section.number)
             self.changed = True
             return
         self.open_asks.pop(key, None)
@@ -429,9 +456,11 @@ class RunState:
     def _task(self, p: dict[str, Any], what: Shown) -> None:
         if p.get("kind") == "verdict":
             self.verdict = {k: p.get(k) for k in ("verdict", "reason", "round")}
+            if isinstance(self.verdict["reason"], str):
+                self.verdict["reason"] = self.said(self.verdict["reason"])
             self.rounds_seen += 1
             checks = [c for c in p.get("checks") or [] if isinstance(c, Mapping)]
-            marks = {printable(k): v for k, v in marks_of(checks).items()}
+            marks = {self.said(k): v for k, v in marks_of(checks).items()}
             if marks and list(marks) != self.goals:
                 self.goals = list(marks)  # the goal the judge judged is the goal now
             self.marks.update(marks)
@@ -439,14 +468,14 @@ class RunState:
             judge = self._judge
             if judge is not None and self.log.holds(judge):  # the ruling joins its round's element
                 judge.verdict = {k: p.get(k) for k in ("verdict", "failed", "round", "checks")}
-                judge.verdict["reason"] = clip(str(p.get("reason") or ""), MAX_TEXT_CHARS)
+                judge.verdict["reason"] = self.clip(str(p.get("reason") or ""), MAX_TEXT_CHARS)
                 if what.lines:
                     self._put(Entry(what.lines, kind="verdict"))
                 self.log.touch(judge)
                 self._judge = None
                 return
         if isinstance(p.get("unverifiable"), list):
-            self.unverifiable = {printable(str(c)) for c in p["unverifiable"]}
+            self.unverifiable = {self.said(c) for c in p["unverifiable"]}
             self.changed = True
         if what.lines:
             self._add(Entry(what.lines))

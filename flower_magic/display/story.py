@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from flower_magic.core.events import Event
-from flower_magic.core.words import say
+from flower_magic.core.words import say, short_paths_in
 from flower_magic.display.state import clip
 from flower_magic.front.phrases import Line, ending_lines, explain_error, result_line, total_line
 from flower_magic.front.view import shown
@@ -21,15 +21,19 @@ WIDTH_COLS = 80
 
 
 class _Story:
-    """A view (``core.live.show``'s) that keeps lines instead of showing them."""
+    """A view (``core.live.show``'s) that keeps lines instead of showing them, its paths relative to
+    ``base`` (the workspace) as a live view's are."""
 
-    def __init__(self, lang: str, *, verbose: bool) -> None:
-        self.lang, self.verbose = lang, verbose
+    def __init__(self, lang: str, *, verbose: bool, base: Path | None = None) -> None:
+        self.lang, self.verbose, self.base = lang, verbose, base
         self.lines: list[Line] = []
         self._asked: set[object] = set()
 
+    def clip(self, text: str, limit: int) -> str:
+        return clip(short_paths_in(str(text), self.base), limit)
+
     def __call__(self, ev: Event) -> None:
-        what = shown(ev, lang=self.lang, verbose=self.verbose, width=WIDTH_COLS, clip=clip)
+        what = shown(ev, lang=self.lang, verbose=self.verbose, width=WIDTH_COLS, clip=self.clip, base=self.base)
         if what is None:
             return
         lines = what.lines
@@ -44,15 +48,20 @@ class _Story:
         ok = bool(result.ok)
         self.lines.append(result_line(ok, result.num_turns, result.cost_usd, result.duration_s, self.lang))
         if not ok and result.error:
-            self.lines.append(explain_error(str(result.error), self.lang) or [("dim", "  " + clip(result.error, 300))])
+            self.lines.append(
+                explain_error(str(result.error), self.lang) or [("dim", "  " + self.clip(result.error, 300))]
+            )
 
     def line(self, segments: Line) -> None:
-        self.lines.append(list(segments))
+        self.lines.append([(style, short_paths_in(str(text), self.base)) for style, text in segments])
 
 
-def story(run_dir: Path, lang: str, *, cmd: str = "%flower", max_lines: int = MAX_LINES) -> list[Line]:
+def story(
+    run_dir: Path, lang: str, *, cmd: str = "%flower", max_lines: int = MAX_LINES, base: Path | None = None
+) -> list[Line]:
     """The last run's story, newest ``max_lines`` lines (a line says how many were left out), headed
-    by how many records the log holds and whether the run is live now; [] when there is no log."""
+    by how many records the log holds and whether the run is live now; [] when there is no log.
+    ``base``: the workspace, which the paths are said relative to (default: the working folder)."""
     from flower_magic.core.live import live_state, read_log, show
     from flower_magic.front.launch import found_outcome
     from flower_magic.front.outcome import Outcome
@@ -61,7 +70,7 @@ def story(run_dir: Path, lang: str, *, cmd: str = "%flower", max_lines: int = MA
     if not records:
         return []
     start = next((r for r in records if r["type"] == "start"), {})
-    told = _Story(lang, verbose=bool(start.get("verbose")))
+    told = _Story(lang, verbose=bool(start.get("verbose")), base=base)
     if isinstance(start.get("previous"), dict):  # the run before this one left no word: found at this start
         told.line([("dim", say("previous_found", lang, how=Outcome.from_record(start["previous"]).headline(lang)))])
     ended = False
@@ -69,7 +78,7 @@ def story(run_dir: Path, lang: str, *, cmd: str = "%flower", max_lines: int = MA
         if record["type"] == "end" and not ended:
             ended = True
             outcome = Outcome.from_record(record)
-            told.line(total_line(outcome.cost_usd, outcome.manifest or "-", lang))
+            told.line(total_line(outcome.cost_usd, outcome.manifest, lang, base=base, run_cost=outcome.run_cost_usd))
             told.lines.extend(ending_lines(outcome, lang, cmd))
         elif record["type"] not in ("start", "end"):
             show(told, record, lang)

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from flower_magic.core.errors import FlowerError, UserError, disk_error, logged
 from flower_magic.core.rundir import WORK_STEP, RunDir, Snapshot
-from flower_magic.core.words import say
+from flower_magic.core.words import say, short_path
 from flower_magic.front.options import GoError, GoOptions, model_session, on_demo_model, snapshot
 from flower_magic.front.outcome import Ending, Outcome, typed
 
@@ -251,7 +251,8 @@ class Launch:
             self._failed(exc)
             raise
         if self.starter.archived is not None:
-            self.live.line([("dim", say("archived", opts.lang, path=self.starter.archived))])
+            where = short_path(self.starter.archived, opts.workspace)
+            self.live.line([("dim", say("archived", opts.lang, path=where))])
         if opts.demo:
             self.live.line([("dim", say("demo_on", opts.lang))])
         self.live.serve(self.starter.channel, self.rt)
@@ -427,7 +428,11 @@ class Launch:
             self._ending.release()
 
     def _told(self, ending: Ending, step: str, *, asked: bool = False, why: str = "") -> Outcome:
+        from flower_magic.core import manifest
+
         rt = self.rt
+        # What the manifest totals now (earlier wakes too): read back, so the words and the file agree.
+        run_cost = float(manifest.totals(manifest.read_rows(rt.run_dir))["cost_usd"]) if rt is not None else 0.0
         return Outcome(
             ending,
             step=step,
@@ -437,6 +442,7 @@ class Launch:
             manifest=str(rt.manifest_path) if rt is not None else "",
             demo=self.demo,
             asked=asked,
+            run_cost_usd=run_cost,
         )
 
     def _outcome(self, ctx: dict[str, Any] | None, *, asked: bool) -> Outcome:

@@ -55,8 +55,10 @@ class Outcome:
         ending: which way (``Ending``).
         step: the step it ended in ("" when every step passed).
         why: the reason in the person's language (a gate's, an error explained), "" when the ending says it.
-        cost_usd: what this run cost (every step, judge, hand-off of it).
+        cost_usd: what this run cost (every step, judge, hand-off of it): after a wake, that wake only.
         rows: manifest rows this run wrote.
+        run_cost_usd: what the manifest totals once this run's rows are in (earlier wakes included;
+            0 when unknown): the total line says both, so it agrees with ``--status`` and the panel.
         manifest: the manifest's path.
         demo: the run was on the offline demo model (the way to continue says ``--demo``).
         asked: a question was open when it ended.
@@ -70,6 +72,7 @@ class Outcome:
     manifest: str = ""
     demo: bool = False
     asked: bool = False
+    run_cost_usd: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -107,6 +110,7 @@ class Outcome:
             "manifest": self.manifest,
             "demo": self.demo,
             "asked": self.asked,
+            "run_cost": self.run_cost_usd,
         }
 
     @classmethod
@@ -125,8 +129,9 @@ class Outcome:
             record = {**record, "step": failed, "why": record.get("aborted") or ""}
         try:
             cost, rows = float(record.get("total_cost") or 0.0), int(record.get("rows") or 0)
+            run_cost = float(record.get("run_cost") or 0.0)
         except (TypeError, ValueError):
-            cost, rows = 0.0, 0
+            cost, rows, run_cost = 0.0, 0, 0.0
         return cls(
             ending=ending,
             step=str(record.get("step") or "")[:200],
@@ -136,6 +141,7 @@ class Outcome:
             manifest=str(record.get("manifest") or ""),
             demo=bool(record.get("demo")),
             asked=bool(record.get("asked")),
+            run_cost_usd=run_cost,
         )
 
 

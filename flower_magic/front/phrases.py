@@ -11,6 +11,7 @@ A line is a list of ``(style, text)`` segments; styles: ``""``, ``dim``, ``bold`
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from flower_magic.core import lineage as lineage_file
@@ -36,7 +37,7 @@ def wake_banner(facts: Snapshot, lang: str = "zh", *, home: str | None = None) -
     if facts.work_context:
         bits.append(say("work_ctx", lang, ctx=human_tokens(facts.work_context)))
     bits.append(say("wake_n", lang, n=facts.woke + 1))
-    where = short_path(facts.workspace, home)
+    where = short_path(facts.workspace, facts.workspace, home)  # ~/proj, or the folder's name
     return [("head", say("wake_head", lang, where=where)), ("", " "), ("dim", " · ".join(bits))]
 
 
@@ -119,8 +120,25 @@ def status_line(
     return [("dim", f"- {text}")]
 
 
-def total_line(cost: float, manifest: str, lang: str = "zh") -> Line:
-    return [("bold", say("total", lang, cost=cost, manifest=manifest))]
+def total_line(
+    cost: float, manifest: str, lang: str = "zh", *, base: str | Path | None = None, run_cost: float = 0.0
+) -> Line:
+    """``总花费 $0.1239 · 清单 runs/manifest.json``: what the run cost and where its rows are (relative to
+    ``base``, the workspace: ``short_path``). After a wake the manifest also holds the earlier wakes'
+    rows, so the words say which number is which:
+    ``总花费:这次唤醒 $0.1241 · 清单合计 $0.2480(runs/manifest.json)``.
+
+    Args:
+        cost: this run's cost (this wake's).
+        manifest: the manifest's path ("" when unknown).
+        run_cost: what the manifest totals (0: unknown).
+    """
+    from flower_magic.core.printable import printable
+
+    where = printable(short_path(manifest, base)) if manifest else "-"
+    if run_cost >= cost + 0.00005:  # earlier rows in the manifest: at least what 4 decimals can show
+        return [("bold", say("total_wake", lang, cost=cost, run=run_cost, manifest=where))]
+    return [("bold", say("total", lang, cost=cost, manifest=where))]
 
 
 WHY_CHARS = 600  # a reason is a line or two; the whole error is in the manifest row
@@ -149,8 +167,9 @@ def ending_lines(outcome: Outcome, lang: str, cmd: str) -> list[Line]:
     return lines
 
 
-def handoff_block(payload: Mapping[str, Any], lang: str = "zh") -> list[Line]:
-    """The lines shown when a hand-off is done: the four sections, where it is, what happens next."""
+def handoff_block(payload: Mapping[str, Any], lang: str = "zh", *, base: str | Path | None = None) -> list[Line]:
+    """The lines shown when a hand-off is done: the four sections, where it is (relative to ``base``,
+    the workspace: ``short_path``), what happens next."""
     window_k = int(payload.get("window") or 0) // 1000
     lines: list[Line] = [
         [
@@ -177,6 +196,6 @@ def handoff_block(payload: Mapping[str, Any], lang: str = "zh") -> list[Line]:
             first = body.splitlines()[0][:200]
             lines.append([("bold", "  " + label + " " * (width - cols(label))), ("", "  " + first)])
     if payload.get("path"):
-        lines.append([("dim", say("handoff_path", lang, path=payload["path"]))])
+        lines.append([("dim", say("handoff_path", lang, path=short_path(str(payload["path"]), base)))])
     lines.append([("dim", say("handoff_new", lang, ctx=0))])
     return lines

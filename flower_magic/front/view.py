@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from flower_magic.core.events import Event
@@ -62,8 +63,12 @@ class Shown:
     payload: dict[str, Any] = field(default_factory=dict)
 
 
-def shown(ev: Event, *, lang: str, verbose: bool, width: int, clip: Clip) -> Shown | None:
-    """What ``ev`` shows in a view of ``width`` columns, or None. ``clip(text, limit)`` sanitises."""
+def shown(
+    ev: Event, *, lang: str, verbose: bool, width: int, clip: Clip, base: str | Path | None = None
+) -> Shown | None:
+    """What ``ev`` shows in a view of ``width`` columns, or None. ``clip(text, limit)`` sanitises (and
+    says the paths in the agent's text as the view does: ``core.words.short_paths_in``); ``base`` is
+    the workspace, which the paths flower names itself are relative to (``core.words.short_path``)."""
     p = ev.payload if isinstance(ev.payload, dict) else {}
     sub = bool(p.get("subagent"))
     kind = ev.kind
@@ -106,7 +111,10 @@ def shown(ev: Event, *, lang: str, verbose: bool, width: int, clip: Clip) -> Sho
         return Shown([[("bad", "! " + clip(ev.text, NOTE_CHARS))]], "error")
     if kind == "handoff":
         if p.get("phase") == "done":
-            block = [[(style, clip(text, NOTICE_CHARS)) for style, text in line] for line in handoff_block(p, lang)]
+            block = [
+                [(style, clip(text, NOTICE_CHARS)) for style, text in line]
+                for line in handoff_block(p, lang, base=base)
+            ]
             return Shown(block, "handoff")
         return Shown([[("warn", "# " + clip(ev.text, NOTE_CHARS))]], "handoff")
     if kind == "ask":

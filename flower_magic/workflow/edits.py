@@ -21,7 +21,7 @@ from typing import Any
 from flower_magic.core.errors import logged
 from flower_magic.core.events import Event
 from flower_magic.core.note import Note, read_note
-from flower_magic.core.words import say
+from flower_magic.core.words import say, short_path
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +34,15 @@ def tell(ctx: dict[str, Any], lang: str, key: str, *, path: Path, aside: Path | 
     if sink is None:
         return
     fields = {"name": path.name, "path": str(path), "aside": str(aside) if aside else ""}
+    shown = {"path": said_path(ctx, path), "aside": said_path(ctx, aside) if aside else ""}
     with logged(log, "tell"):
-        sink(Event("task", say(key, lang, **fields), payload={"kind": "note_edit", "note": key, **fields}))
+        text = say(key, lang, name=path.name, path=shown["path"], aside=shown["aside"])
+        sink(Event("task", text, payload={"kind": "note_edit", "note": key, **fields}))
+
+
+def said_path(ctx: dict[str, Any], path: Path) -> str:
+    """``path`` as a person reads it in this run's views: relative to its workspace (``short_path``)."""
+    return short_path(path, getattr(ctx.get("_runtime"), "workspace", None))
 
 
 def tell_kept(ctx: dict[str, Any], lang: str, path: Path, aside: Path | None) -> None:

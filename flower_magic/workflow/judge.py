@@ -34,7 +34,7 @@ from flower_magic.core.events import Event
 from flower_magic.core.goal import Goal
 from flower_magic.core.words import say
 from flower_magic.workflow.base import Ctx, Step, StepAbort
-from flower_magic.workflow.edits import hand_over, tell, tell_kept
+from flower_magic.workflow.edits import hand_over, said_path, tell, tell_kept
 from flower_magic.workflow.roles import SET_PROMPT, VERIFY_PROMPT, goal_setter, judge
 from flower_magic.workflow.verdict import ACHIEVED, NOT_YET, UNREACHABLE, Verdict
 
@@ -141,7 +141,8 @@ def goal_step(
         sink = ctx.get("_on_event")
         if doubtful and sink is not None:
             lines = "\n".join(f"  · {c}" for c in doubtful)
-            text = say("unverifiable", lang, n=len(doubtful), total=len(goal.checks), path=goal_path, lines=lines)
+            where = said_path(ctx, goal_path)
+            text = say("unverifiable", lang, n=len(doubtful), total=len(goal.checks), path=where, lines=lines)
             payload = {"unverifiable": doubtful, "total": len(goal.checks), "path": str(goal_path)}
             with logged(log, "gate"):
                 sink(Event("task", text, payload=payload))
@@ -235,7 +236,7 @@ async def _unreachable(channel: Any, verdict: Verdict, goal: Goal, goal_path: Pa
     ask = await channel.ask(say("unreachable_q", lang, reason=reason), [accept, amend, say("opt_misjudged", lang)])
     answer = (ask.answer or "").strip() if ask.state == "answered" else ""
     if not answer:
-        raise StepAbort(say("unreachable_no_one", lang, reason=reason, path=goal_path))
+        raise StepAbort(say("unreachable_no_one", lang, reason=reason, path=said_path(ctx, goal_path)))
     if answer in (accept, ACCEPT) or answer.startswith((accept[:4], ACCEPT[:4])):
         return True
     if answer in (amend, AMEND) or answer.startswith(("修改", amend[:6])):

@@ -64,7 +64,8 @@ def foreign(text: str, lang: str, workspace: Path) -> list[str]:
         if line.startswith(("usage: ", "       ", "flower: error: unrecognized arguments")):
             continue  # argparse's own frame and its synopsis of the flag names
         rest = line.replace(str(workspace), "").replace("flower: error:", "")
-        rest = re.sub(r"(?:/[^\s,;:)]+)+", "", rest)  # paths
+        rest = re.sub(r"[\w.~-]*(?:/[^\s,;:)]+)+", "", rest)  # paths, relative ones too (runs/manifest.json)
+        rest = re.sub(rf"(?<!\w){re.escape(workspace.name)}(?!\w)", "", rest)  # the folder, by its name
         rest = re.sub(r"--?[a-z][a-z-]*", "", rest)  # flags
         rest = re.sub(r"\[[^\]]*\]", "", rest)  # tool names: * [mcp__human__ask]
         rest = re.sub(r"%config FlowerMagics\.\w+", "", rest)  # a setting, spelled as typed

@@ -91,6 +91,9 @@ NEW_ROW = _row(
     started_at=1_767_000_600.0,
     ended_at=1_767_000_695.0,
 )
+# A long run (issue 24, item 9): 30 rows, so two-digit row numbers, "干活·判定#14" and costs past $10.
+LONG_STEPS = ["确认需求", "设定目标"] + [s for i in range(1, 15) for s in ("干活", f"干活·判定#{i}")]
+LONG_ROWS = [_row(s, f"3f0c6b1e-8a2d-4c5e-9f70-{i:012d}", cost_usd=1.2345 + i) for i, s in enumerate(LONG_STEPS)]
 # A `--new` between the first three rows and the new one (an archive folder of that time).
 STARTED_OVER_AT = 1_767_000_300
 STARTED_OVER = time.strftime("%Y%m%d-%H%M%S", time.localtime(STARTED_OVER_AT))
@@ -187,6 +190,8 @@ def lab_ui_lang() -> str | None:
 def lab(tmp_path: Path, lab_lang: str, lab_ui_lang: str | None) -> Iterator[Lab]:
     root = tmp_path / "root"
     _write_run(root / "demo")
+    (root / "long" / "runs").mkdir(parents=True)
+    (root / "long" / "runs" / "manifest.json").write_text(json.dumps(LONG_ROWS, ensure_ascii=False), encoding="utf-8")
     env = {"ANTHROPIC_API_KEY": CANARY, "FLOWER_LANG": lab_lang}
     with running_lab(tmp_path, root, env, lang=lab_ui_lang) as server:
         yield server
@@ -237,6 +242,13 @@ _SAID = """(panel) => {
     for (const a of ['title', 'aria-label']) if (e.getAttribute(a)) out.push(e.getAttribute(a));
   }
   return out.join('\\n');
+}"""
+# The cost column's cells (head, rows, total) that do not show whole: cut by the table's edge or their own.
+_COST_CUT = """(panel) => {
+  const edge = document.querySelector(panel).querySelector('.jp-FlowerPanel-tableWrap').getBoundingClientRect().right;
+  return [...document.querySelectorAll(`${panel} .jp-FlowerTable-col-cost`)]
+    .filter(c => c.getBoundingClientRect().right > edge + 0.5 || c.scrollWidth > c.clientWidth)
+    .map(c => c.innerText);
 }"""
 # How far the panel, and its table, would scroll sideways: [0, 0] when everything fits.
 _SIDEWAYS = """(panel) => {
@@ -447,6 +459,19 @@ def test_the_panel_speaks_a_chinese_labs_language(lab: Lab, page: Any, lab_lang:
     page.wait_for_selector("#jp-main-dock-panel .jp-FileEditor", state="visible", timeout=60_000)
     label = page.evaluate("window.jupyterapp.commands.label('flower-magic:open')")
     assert label == say("lab_command", "zh")
+
+    # Issue 24, acceptance f: 30 rows in the panel as JupyterLab opens it (250 px), with Chinese step
+    # names, the widest: nothing scrolls sideways, and the cost column shows whole, head to total.
+    page.evaluate("window.jupyterapp.commands.execute('flower-magic:open', {path: 'long'})")
+    page.wait_for_function(
+        f"document.querySelectorAll('{PANEL} tbody tr.jp-FlowerTable-row').length === {len(LONG_ROWS)}"
+    )
+    assert page.locator(PANEL).bounding_box()["width"] <= 260
+    assert page.evaluate(_SIDEWAYS, PANEL) == [0, 0]
+    assert page.locator(f"{PANEL} .jp-FlowerTable-col-cost").count() == len(LONG_ROWS) + 2  # head and total too
+    assert page.evaluate(_COST_CUT, PANEL) == []
+    _shot(page, "09-panel-30-rows-250px")
+
     page.evaluate("window.jupyterapp.commands.execute('flower-magic:open', {path: 'demo'})")
     page.wait_for_selector(PANEL, state="visible")
     _widen_right_sidebar(page, 700)

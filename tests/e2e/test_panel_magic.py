@@ -16,7 +16,7 @@ import nbformat
 import pytest
 
 from flower_magic.core.words import say
-from flower_magic.magics import PANEL_MIME
+from flower_magic.magics import PANEL_MIME, PANEL_TRANSIENT
 from tests.e2e.kernel import Kernel
 from tests.e2e.lab import SCREENSHOTS, chromium_page, running_lab
 
@@ -92,7 +92,17 @@ def _tree(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
 
 
+def _transient(kernel: Kernel, res: Any) -> dict[str, Any]:
+    """The transient part of the cell's one display (what a front end gets and no notebook saves)."""
+    (msg,) = [
+        m for m in kernel.seen if m["parent_header"].get("msg_id") == res.msg_id and m["msg_type"] == "display_data"
+    ]
+    return dict(msg["content"].get("transient") or {})
+
+
 def test_panel_flag_sends_the_notebook_dir_and_a_fresh_nonce_and_runs_nothing(kernel: Kernel, tmp_path: Path) -> None:
+    """The folder's absolute path reaches the front end only in the message's transient part, which a
+    notebook does not save (issue 24, item 3: a saved %flower --panel output showed the author's path)."""
     ws = tmp_path / "ws"
     assert kernel.run("%load_ext flower_magic").status == "ok"
     before = _tree(ws)
@@ -103,11 +113,13 @@ def test_panel_flag_sends_the_notebook_dir_and_a_fresh_nonce_and_runs_nothing(ke
         assert (res.status, res.errors, res.stream) == ("ok", [], "")
         (bundle,) = res.displays
         assert set(bundle) == {PANEL_MIME, "text/plain"}
-        assert bundle[PANEL_MIME]["path"] == str((ws / "sub").resolve())
+        assert _transient(kernel, res)[PANEL_TRANSIENT] == {"path": str((ws / "sub").resolve())}
+        assert bundle[PANEL_MIME]["where"] == "sub"  # outside the home directory: the folder's name
         assert isinstance(bundle[PANEL_MIME]["nonce"], str) and len(bundle[PANEL_MIME]["nonce"]) >= 16
+        assert str(tmp_path) not in json.dumps(bundle)
         plain = bundle["text/plain"]
         assert "\n" not in plain
-        assert "Flower: Open run panel" in plain and str((ws / "sub").resolve()) in plain
+        assert "Flower: Open run panel" in plain and "sub" in plain
     assert first.displays[0][PANEL_MIME]["nonce"] != second.displays[0][PANEL_MIME]["nonce"]
     assert first.displays[0][PANEL_MIME]["run_dir"] == "runs"
     assert _tree(ws) == before  # no run dir, no notes: it ran nothing
@@ -206,11 +218,8 @@ def test_flower_panel_in_a_notebook_opens_the_panel_on_its_folder_once(tmp_path:
         page.wait_for_selector(PANEL, state="visible")
         _wait_rows(page, len(SUB_STEPS))
         assert _panel_state(page) == ("proj/sub", [SHOWN[step] for step in SUB_STEPS])
-        line = page.locator(OUTPUT).inner_text()
-        if root_kind == "plain":
-            assert line == "Flower panel opened for /proj/sub"
-        else:
-            assert line == f"Flower panel opened for {(real / 'proj' / 'sub').resolve()}"
+        # The folder as the kernel says it (~/…, or outside the home directory its name), never its path.
+        assert page.locator(OUTPUT).inner_text() == "Flower panel opened for sub"
         assert page.locator(f"{OUTPUT} *").count() == 0  # text only
         assert page.locator(".jp-OutputArea-output:has-text('Open the Flower panel from')").count() == 0
         page.screenshot(path=str(SCREENSHOTS / f"panel-from-magic{'' if root_kind == 'plain' else '-symlinked'}.png"))
@@ -223,6 +232,7 @@ def test_flower_panel_in_a_notebook_opens_the_panel_on_its_folder_once(tmp_path:
         page.wait_for_function("window.jupyterapp.shell.currentWidget.context.model.dirty === false")
         saved = nbformat.read(real / "proj" / "sub" / "nb.ipynb", as_version=4)
         assert any(PANEL_MIME in o.get("data", {}) for o in saved.cells[1].outputs)
+        assert str(tmp_path) not in nbformat.writes(saved)  # the folder's path went in the transient part only
         page.goto(f"{lab.url}/lab/workspaces/reopened/{nb_url}?token={lab.token}")
         page.wait_for_selector(OUTPUT, state="visible", timeout=60_000)
         page.wait_for_function("window.jupyterapp.commands.hasCommand('flower-magic:open')")

@@ -64,20 +64,20 @@ def test_papermill_from_another_folder_says_where_and_cwd_continues_the_notebook
 
     # The notebook's folder has a run (started there, as a person would in JupyterLab).
     first = _papermill(notebook, other / "0.ipynb", nbdir, env)
-    assert first[0] == say("bound_to_start", "zh", folder=short_path(nbdir))
+    assert first[0] == say("bound_to_start", "zh", folder=short_path(nbdir, nbdir))
     before = _sessions(nbdir)
     assert before.get("干活")
 
     # From another folder: the run happens there, and the first line says so, with how to choose.
     away = _papermill(notebook, other / "1.ipynb", other, env)
-    assert away[0] == say("bound_to_start", "zh", folder=short_path(other))
+    assert away[0] == say("bound_to_start", "zh", folder=short_path(other, other))
     assert "--cwd" in away[0]
     assert (other / "runs" / "lineage.json").is_file()
     assert _sessions(nbdir) == before
 
     # --cwd the notebook's folder: the same lineage, the same sessions, one more wake.
     back = _papermill(notebook, other / "2.ipynb", other, env, "--cwd", str(nbdir))
-    assert back[0] == say("bound_to_start", "zh", folder=short_path(nbdir))
+    assert back[0] == say("bound_to_start", "zh", folder=short_path(nbdir, nbdir))
     assert any(say("wake_n", "zh", n=2) in ln for ln in back)
     assert _sessions(nbdir) == before
     lineage = json.loads((nbdir / "runs" / "lineage.json").read_text(encoding="utf-8"))

@@ -29,6 +29,18 @@ CELLS = ["%load_ext flower_magic", f'%flower "{TASK}" --rounds 2']
 WAKE = "%flower --rounds 1"  # a second run: the banner, a resumed header, the goal list with the latest marks
 
 
+# A notebook ~380 px wide cut the English label ("work context 5.1K of 1M"); this window is a little
+# narrower, so the Chinese label, a few characters shorter, meets the same edge.
+NARROW_PX = 340
+# The elements (of a selector) that do not show whole: past their output's right edge, or cut inside.
+_CUT = """(selector) => [...document.querySelectorAll(selector)].filter(e => {
+  const area = e.closest('.jp-OutputArea-output') || document.body;
+  const words = e.querySelector('.fm-ctx-words') || e;
+  return e.getBoundingClientRect().right > area.getBoundingClientRect().right + 0.5
+    || words.scrollWidth > words.clientWidth + 0.5;
+}).map(e => e.innerText)"""
+
+
 def _script(api: FakeAnthropic) -> None:
     api.add(
         as_role("clarifier", text(BRIEF)),
@@ -76,6 +88,9 @@ def test_jupyterlab_renders_the_run_and_escapes_agent_text(
         wake_text = wake.inner_text()
         assert "接上上次" in wake_text and "第 2 次唤醒" in wake_text  # the banner
         assert "上下文" in wake_text and "累计" in wake_text  # the status line
+        # The wake's total has two "$": JupyterLab must not typeset the text between them as LaTeX.
+        assert "这次唤醒 $" in wake_text and "清单合计 $" in wake_text
+        assert page.locator(".flower-magic mjx-container").count() == 0
         assert page.evaluate("window.__xss") is None
         out = page.locator(".flower-magic").first.inner_text()
         assert "<script>window.__xss=1</script>" in out and 'onerror="window.__xss=2"' in out
@@ -85,6 +100,14 @@ def test_jupyterlab_renders_the_run_and_escapes_agent_text(
         assert "clean.py 存在" in out and "输出里没有空行" in out
         assert page.locator(".flower-magic img").count() == 0
         assert page.locator(".flower-magic script").count() == 0
+
+        # Issue 24, item 10: in a notebook ~380 px wide the header's context label was cut ("of 1N").
+        page.evaluate("window.jupyterapp.shell.collapseLeft()")  # the notebook alone, in a narrow window
+        page.set_viewport_size({"width": NARROW_PX, "height": 1100})
+        page.wait_for_timeout(500)
+        wake.scroll_into_view_if_needed()
+        assert page.evaluate(_CUT, ".flower-magic .fm-ctx") == []
+        wake.screenshot(path=str(SCREENSHOTS / "notebook-wake-lab-narrow.png"))
     rows = json.loads((root / "proj" / "runs" / "manifest.json").read_text(encoding="utf-8"))
     assert [r["step"] for r in rows][-1] == "干活·判定#1"  # the wake's own judge round
 
