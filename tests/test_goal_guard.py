@@ -28,6 +28,7 @@ from flower_magic.core.lineage import Lineage
 from flower_magic.core.resilience import CLI_MAX_RETRIES
 from flower_magic.core.result import INTERRUPT_NOTE, INTERRUPTED
 from flower_magic.core.rundir import wake_state
+from flower_magic.core.words import short_path
 from flower_magic.testing import FakeAnthropic, Request, error, text, tool_use
 from flower_magic.testing.roles import as_role, role_of
 from flower_magic.workflow.base import StepAbort
@@ -213,7 +214,7 @@ async def test_unreachable_and_nobody_answers(
     fake_api.add(worker("做不了"), judge(UNREACHABLE), worker("不该有第二轮"))
     ctx = await run(guarded(workspace, rounds=5, channel=HumanChannel(timeout_s=0)), workspace)
     assert ctx["_failed_at"] == "干活"
-    assert "无人应答" in ctx["_aborted"] and str(goal_path(workspace)) in ctx["_aborted"]
+    assert "无人应答" in ctx["_aborted"] and short_path(goal_path(workspace), workspace) in ctx["_aborted"]
     assert roles(fake_api) == ["worker", "judge"]
 
 
@@ -261,7 +262,7 @@ async def test_unverifiable_checks_warn_once(
     assert len(ctx["_goal"].unverifiable) == 2
     (warning,) = [e for e in events if e.kind == "task"]
     assert warning.payload["total"] == 4 and len(warning.payload["unverifiable"]) == 2
-    assert str(goal_path(workspace)) in warning.text and "2/4" in warning.text
+    assert short_path(goal_path(workspace), workspace) in warning.text and "2/4" in warning.text
 
 
 @pytest.mark.anyio

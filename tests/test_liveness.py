@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from flower_magic.core import live
-from flower_magic.core.words import say
+from flower_magic.core.words import say, short_path
 from flower_magic.testing import FakeAnthropic, Reply, Request, text
 from flower_magic.testing.roles import role_of
 from tests.helpers import CsvModel, Stranger, claude_processes, is_running, plant_holder, snapshot, wait_until
@@ -165,7 +165,7 @@ async def not_live_anywhere(ws: Path, env: dict[str, str], panel: Any, pid: int)
     assert (rc, out, err) == (1, "", f"flower: {say('live_no_run', 'en')}\n")
 
     rc, out, err, _ = await flower(ws, env, "--stop", timeout=60)  # it used to say the stop was sent
-    assert (rc, out, err) == (1, "", f"flower: {say('live_none', 'en', path=run_dir)}\n")
+    assert (rc, out, err) == (1, "", f"flower: {say('live_none', 'en', path=short_path(run_dir, run_dir.parent))}\n")
 
     code, answer = await panel("GET", "run")
     assert code == 200 and answer["live"]["pid"] == pid and answer["live"]["live"] is False

@@ -24,7 +24,7 @@ from flower_magic.core import manifest, runlock
 from flower_magic.core.errors import RunLocked
 from flower_magic.core.pid import is_alive
 from flower_magic.core.project import project_key
-from flower_magic.core.words import run_locked_line, step_name
+from flower_magic.core.words import run_locked_line, short_path, step_name
 from flower_magic.stores.sqlite import SqliteSessionStore
 from flower_magic.testing import FakeAnthropic, Request, text
 from flower_magic.testing.roles import as_role
@@ -527,7 +527,7 @@ def test_two_flowers_at_the_same_moment_exactly_one_runs(
         (line,) = err.splitlines()  # one line, and nothing else
         m = REFUSED_ZH.match(line)
         assert m, (trial, line)
-        assert int(m["pid"]) == procs[win].pid and m["dir"] == str(run_dir.resolve())
+        assert int(m["pid"]) == procs[win].pid and m["dir"] == short_path(run_dir.resolve(), workspace.resolve())
         assert "Traceback" not in outs[win][1].decode()
 
         # No manifest row lost: one per winner so far, each from its own run.

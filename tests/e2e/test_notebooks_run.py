@@ -97,6 +97,9 @@ def _outcome(cells: list[str]) -> list[str]:
     left out: loading the extension shows what the folder remembers, so a second run's says more."""
     shown = []
     for text in cells[1:]:
+        # Which folder flower guessed is said once per kernel: by %load_ext where the folder holds a run,
+        # else by the first %flower, in its task's language (issue 24) — not part of the run's outcome.
+        text = "\n".join(ln for ln in text.split("\n") if not ln.startswith(("flower 在 ", "flower runs in ")))
         history = _HISTORY.search(text)
         text = text[: history.start()] if history else text
         for pattern, mask in [*_VOLATILE, _TOTAL]:
