@@ -290,8 +290,8 @@ class RunView:
             for line in self.state.closing:
                 self._terminal.line(line)
             return
-        self._render()
-        if self._handle is not None:
+        self._render()  # without widgets this is the display's last update: no second, identical one
+        if self._handle is not None and self._widgets is not None:
             with logged(log, "close"):
                 self._handle.update(self.bundle(), raw=True)
         if self._widgets is not None and close_widgets:
